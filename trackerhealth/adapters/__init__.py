@@ -1,0 +1,1 @@
+"""Adapters: read runs from trackers and files into the common schema."""

@@ -1,0 +1,143 @@
+"""The ``trackerhealth`` command line. The only module that imports everything.
+
+Exit codes: 0 healthy, 1 a finding at or above ``--fail-on``, 2 usage/configuration/input error,
+3 tracker unreachable.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__, diagnoses
+from .config import Config, ConfigError, load
+from .engine import analyze as analyze_history
+from .schema import LEVEL_RANK
+from .writers import formats
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+FAIL_ON = ("critical", "warning", "never")
+
+
+def _load_config(path: str | None) -> Config:
+    try:
+        return load(path)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def fails(reports, fail_on: str) -> bool:
+    """Whether any report has a finding at or above ``fail_on``."""
+    if fail_on == "never":
+        return False
+    bar = LEVEL_RANK[fail_on]
+    return any(LEVEL_RANK[f.level] >= bar for r in reports for f in r.findings if f.is_problem)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="trackerhealth")
+def main() -> None:
+    """Diagnose unhealthy training runs and write the answer back to W&B and MLflow.
+
+    \b
+    Examples:
+      trackerhealth analyze runs/*.parquet trainer_state.json metrics.csv
+      trackerhealth analyze run.csv --format json > report.json
+      trackerhealth diagnoses
+    """
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(formats.FORMATS), default="table", show_default=True, help="Output format.")
+@click.option("--fail-on", type=click.Choice(FAIL_ON), default="critical", show_default=True,
+              help="Exit 1 when a finding at or above this level is found.")
+@click.option("--config", "config_path", type=click.Path(), default=None,
+              help="trackerhealth.toml to use (default: ./trackerhealth.toml or [tool.trackerhealth] in ./pyproject.toml).")
+@click.option("--step-column", default=None, help="Name of the step column in wide tables, when it is not step/global_step/iteration.")
+@click.option("--full", is_flag=True, help="In JSON, include ok, skipped and error findings too.")
+def analyze(paths, fmt, fail_on, config_path, step_column, full) -> None:
+    """Analyze local training logs: CSV, Parquet, JSONL (long or wide), HF trainer_state.json,
+    Lightning metrics.csv, detectron2 metrics.json, TensorBoard event files, MLflow run folders.
+
+    \b
+    Examples:
+      trackerhealth analyze runs/*.parquet trainer_state.json lightning_logs/version_0/metrics.csv
+      trackerhealth analyze run.csv --format json > report.json
+      trackerhealth analyze mlruns/0 --format markdown --fail-on warning
+    """
+    from .adapters.files import InputError, read_histories
+
+    config = _load_config(config_path)
+    reports, errors = [], []
+    for path in paths:
+        try:
+            histories = read_histories(path, step_column=step_column)
+        except InputError as exc:
+            errors.append({"source": str(path), "message": str(exc)})
+            continue
+        except OSError as exc:
+            errors.append({"source": str(path), "message": f"cannot read: {exc.strerror or exc}"})
+            continue
+        for history in histories:
+            reports.append(analyze_history(history, config))
+    click.echo(formats.render(fmt, reports, errors, **({"full": full} if fmt == "json" else {})))
+    if fails(reports, fail_on):
+        sys.exit(EXIT_FINDINGS)
+    if errors:
+        sys.exit(EXIT_USAGE)
+
+
+@main.command(name="diagnoses")
+@click.argument("diagnosis_id", required=False)
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True)
+def list_diagnoses(diagnosis_id, fmt) -> None:
+    """List the diagnoses: id, what each needs, thresholds with defaults, and the fix.
+
+    \b
+    Examples:
+      trackerhealth diagnoses
+      trackerhealth diagnoses overfitting
+      trackerhealth diagnoses --format markdown > docs/diagnoses.md
+    """
+    if diagnosis_id is not None:
+        try:
+            chosen = [diagnoses.get(diagnosis_id)]
+        except KeyError as exc:
+            raise click.UsageError(str(exc.args[0])) from None
+    else:
+        chosen = list(diagnoses.REGISTRY.values())
+    if fmt == "markdown":
+        click.echo(diagnoses_markdown(chosen))
+        return
+    for d in chosen:
+        click.echo(f"{d.id}  —  {d.title}")
+        click.echo(f"  needs: {', '.join(d.needs)}")
+        click.echo("  thresholds: " + ", ".join(f"{k}={v}" for k, v in d.threshold_fields().items()))
+        if diagnosis_id is not None:
+            click.echo("")
+            click.echo(d.doc)
+        else:
+            click.echo(f"  {d.summary}")
+        click.echo("")
+
+
+def diagnoses_markdown(chosen) -> str:
+    out = []
+    for d in chosen:
+        out.append(f"### `{d.id}` — {d.title}")
+        out.append("")
+        out.append(d.doc)
+        out.append("")
+        out.append("| threshold | default |")
+        out.append("|---|---|")
+        for k, v in d.threshold_fields().items():
+            out.append(f"| `{k}` | {v} |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

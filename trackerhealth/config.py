@@ -1,0 +1,122 @@
+"""User configuration: ``trackerhealth.toml`` or ``[tool.trackerhealth]`` in ``pyproject.toml``.
+
+```toml
+[roles]                 # raw metric key for a role; lists for per-layer/per-task roles
+train_loss = "train/total"
+layer_grad_norms = ["grad/embed", "grad/block0", "grad/head"]
+
+[units]                 # when a name does not say it
+step_time = "ms"        # ms | s | us
+gpu_util = "fraction"   # fraction | percent
+
+[thresholds.overfitting]
+min_rise = 0.2
+
+disable = ["task-imbalance"]
+```
+
+Every unknown key is an error that lists the valid ones, so a typo never silently does nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import diagnoses
+from .roles import ROLES, TIME_ROLES
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TOP_KEYS = ("roles", "units", "thresholds", "disable")
+UNIT_VALUES = {**{r: ("ms", "s", "us") for r in TIME_ROLES}, "gpu_util": ("fraction", "percent")}
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Config:
+    roles: dict[str, Any] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+    thresholds: dict[str, Any] = field(default_factory=dict)  # diagnosis id -> Thresholds instance
+    disable: tuple[str, ...] = ()
+    source: str = "defaults"
+
+    def thresholds_for(self, diagnosis_id: str):
+        found = self.thresholds.get(diagnosis_id)
+        return found if found is not None else diagnoses.get(diagnosis_id).default_thresholds()
+
+
+def _unknown(what: str, bad, valid) -> ConfigError:
+    return ConfigError(f"unknown {what} {bad!r}; valid: {', '.join(map(str, valid))}")
+
+
+def from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
+    for key in data:
+        if key not in TOP_KEYS:
+            raise _unknown(f"key in {source}:", key, TOP_KEYS)
+    roles = dict(data.get("roles", {}))
+    for role, value in roles.items():
+        if role not in ROLES:
+            raise _unknown(f"role in {source} [roles]:", role, ROLES)
+        if not isinstance(value, (str, list)):
+            raise ConfigError(f"{source} [roles] {role} must be a metric key or a list of keys, not {value!r}")
+    units = dict(data.get("units", {}))
+    for role, unit in units.items():
+        if role not in UNIT_VALUES:
+            raise _unknown(f"role in {source} [units]:", role, UNIT_VALUES)
+        if unit not in UNIT_VALUES[role]:
+            raise _unknown(f"unit for {role} in {source}:", unit, UNIT_VALUES[role])
+    thresholds = {}
+    for diag_id, values in dict(data.get("thresholds", {})).items():
+        if diag_id not in diagnoses.REGISTRY:
+            raise _unknown(f"diagnosis in {source} [thresholds]:", diag_id, diagnoses.REGISTRY)
+        diag = diagnoses.REGISTRY[diag_id]
+        names = diag.threshold_fields()
+        for name, value in dict(values).items():
+            if name not in names:
+                raise _unknown(f"threshold for {diag_id} in {source}:", name, names)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ConfigError(f"{source} [thresholds.{diag_id}] {name} must be a number, not {value!r}")
+        thresholds[diag_id] = dataclasses.replace(diag.default_thresholds(), **dict(values))
+    disable = tuple(data.get("disable", ()))
+    for diag_id in disable:
+        if diag_id not in diagnoses.REGISTRY:
+            raise _unknown(f"diagnosis in {source} disable:", diag_id, diagnoses.REGISTRY)
+    return Config(roles, units, thresholds, disable, source)
+
+
+def load(path: str | Path | None = None, start: str | Path = ".") -> Config:
+    """Load an explicit file, else ``trackerhealth.toml`` or ``pyproject.toml`` in ``start``."""
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist; pass an existing trackerhealth.toml or drop --config")
+        return _read(p)
+    here = Path(start)
+    if (here / "trackerhealth.toml").is_file():
+        return _read(here / "trackerhealth.toml")
+    if (here / "pyproject.toml").is_file():
+        return _read(here / "pyproject.toml")
+    return Config()
+
+
+def _read(p: Path) -> Config:
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p} is not valid TOML: {exc}") from None
+    if p.name == "pyproject.toml":
+        data = data.get("tool", {}).get("trackerhealth")
+        if data is None:
+            return Config()
+        return from_dict(data, f"{p} [tool.trackerhealth]")
+    return from_dict(data, str(p))

@@ -1,0 +1,76 @@
+"""Helpers every diagnosis uses to build findings and to pick the part of a run worth judging."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..roles import RoleView
+from ..schema import CRITICAL, OK, SKIPPED, WARNING, Evidence, Finding, Series
+from .. import stats
+
+
+def fmt(x: float | None) -> str:
+    """Numbers for messages: short, readable at any scale."""
+    if x is None or not np.isfinite(x):
+        return str(x)
+    ax = abs(x)
+    if ax != 0 and (ax < 1e-3 or ax >= 1e5):
+        return f"{x:.2e}"
+    if ax >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def fmt_step(x: float | None) -> str:
+    if x is None or not np.isfinite(x):
+        return "?"
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.2f}"
+
+
+def skipped(module, reason: str) -> Finding:
+    return Finding(module.ID, SKIPPED, module.TITLE, reason)
+
+
+def missing_roles(module, view: RoleView) -> Finding | None:
+    """A `skipped` finding naming what to log when the run lacks a role the diagnosis needs."""
+    gone = view.missing(*module.NEEDS)
+    if not gone:
+        return None
+    return skipped(module, f"not logged: {', '.join(gone)} (see `trackerhealth diagnoses` for the key names understood)")
+
+
+def ok(module, message: str, evidence: tuple[Evidence, ...] = ()) -> Finding:
+    return Finding(module.ID, OK, module.TITLE, message, "", evidence)
+
+
+def problem(module, critical: bool, message: str, recommendation: str, evidence) -> Finding:
+    return Finding(module.ID, CRITICAL if critical else WARNING, module.TITLE, message, recommendation, tuple(evidence))
+
+
+def until_first_nonfinite(s: Series) -> Series:
+    """The part of a series before it first became NaN/Inf: later values describe a dead run."""
+    bad = np.flatnonzero(~np.isfinite(s.values))
+    if len(bad) == 0:
+        return s
+    end = bad[0]
+    return Series(s.steps[:end], s.values[:end], s.wall_times[:end])
+
+
+def after_warmup(view: RoleView, s: Series) -> Series:
+    """Drop the learning-rate warm-up: a loss that has not started to fall yet is no fault."""
+    lr = view.series("lr")
+    end = stats.warmup_end(lr.steps, lr.values) if lr is not None else None
+    if end is None or end >= s.steps[-1]:
+        return s
+    return s.between(end, s.steps[-1])
+
+
+def judged_loss(view: RoleView, min_points: int) -> tuple[Series | None, str]:
+    """The train loss a trend diagnosis should judge, or None with the reason it cannot."""
+    loss = view.series("train_loss")
+    if loss is None:
+        return None, "not logged: train_loss (see `trackerhealth diagnoses` for the key names understood)"
+    loss = after_warmup(view, until_first_nonfinite(loss).finite())
+    if len(loss) < min_points:
+        return None, f"only {len(loss)} finite train-loss points after warm-up; need {min_points}"
+    return loss, ""

@@ -1,0 +1,127 @@
+"""The accelerator waits for input: low GPU utilization, data time above compute time.
+
+**What it looks for.** The seed's rule: mean GPU utilization below ``max_gpu_util`` (60 %) with
+the time spent fetching data above the time spent computing (``data_over_compute`` × compute).
+Utilization comes from MLflow (``system/gpu_N_utilization_percentage``) or W&B
+(``system.gpu.N.gpu``) system metrics or a plain ``gpu_util`` (fractions are read as percent);
+times from ``data_time`` and ``compute_time`` (or ``step_time − data_time``), in any unit the name
+states. The first ``skip_start`` share of the run is ignored (start-up is always slow). With only
+one side logged, the finding is a warning that says which metric would confirm it; critical needs
+both sides and utilization below ``critical_gpu_util`` or data time ≥ 2× compute.
+
+**Why it matters.** Every idle percent of the accelerator is paid for and wasted.
+
+**Thresholds.** ``max_gpu_util`` (60), ``critical_gpu_util`` (30), ``data_over_compute`` (1.0),
+``skip_start`` (0.05), ``min_points`` (5).
+
+**Fix.** More data-loader workers (``num_workers``), ``pin_memory=True``, prefetching
+(``prefetch_factor``, ``persistent_workers``); move decoding/augmentation to the GPU or do it
+offline; put the data on faster local storage; log the timings again to confirm.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..roles import RoleView
+from ..schema import Evidence, Finding, Series
+from . import _common as c
+
+ID = "input-bottleneck"
+TITLE = "Input bottleneck: accelerator waits for data"
+NEEDS = ("gpu_util", "data_time")
+_SELF = sys.modules[__name__]
+
+RECOMMENDATION = (
+    "Raise DataLoader num_workers, set pin_memory=True and persistent_workers=True with prefetching; move "
+    "decoding/augmentation to the GPU or precompute it; read data from fast local storage; then check that "
+    "data time falls below compute time."
+)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    max_gpu_util: float = 60.0
+    critical_gpu_util: float = 30.0
+    data_over_compute: float = 1.0
+    skip_start: float = 0.05
+    min_points: int = 5
+
+
+def _body(s: Series | None, skip: float) -> Series | None:
+    if s is None:
+        return None
+    s = s.finite()
+    start = int(len(s) * skip)
+    s = Series(s.steps[start:], s.values[start:], s.wall_times[start:])
+    return s if len(s) else None
+
+
+def _compute_time(history: RoleView, data: Series, skip: float) -> tuple[Series | None, str]:
+    compute = _body(history.series("compute_time"), skip)
+    if compute is not None:
+        return compute, history.key("compute_time")
+    step = _body(history.series("step_time"), skip)
+    if step is None:
+        return None, ""
+    # Compute time = step time − data time, at the steps where both were logged.
+    common, i, j = np.intersect1d(step.steps, data.steps, return_indices=True)
+    if len(common) == 0:
+        return None, ""
+    derived = np.clip(step.values[i] - data.values[j], 0, None)
+    return Series(common, derived, step.wall_times[i]), f"{history.key('step_time')} - {history.key('data_time')}"
+
+
+def run(history: RoleView, thresholds: Thresholds) -> Finding:
+    util = _body(history.series("gpu_util"), thresholds.skip_start)
+    data = _body(history.series("data_time"), thresholds.skip_start)
+    compute, compute_key = _compute_time(history, data, thresholds.skip_start) if data is not None else (None, "")
+    has_util = util is not None and len(util) >= thresholds.min_points
+    has_timing = data is not None and compute is not None and len(data) >= thresholds.min_points
+    if not has_util and not has_timing:
+        return c.skipped(_SELF, "not logged: gpu_util, or data_time with compute_time/step_time")
+
+    evidence = []
+    low_util = data_bound = False
+    mean_util = data_ratio = None
+    if has_util:
+        mean_util = float(np.mean(util.values))
+        low_util = mean_util < thresholds.max_gpu_util
+        evidence.append(Evidence(history.key("gpu_util"), mean_util, thresholds.max_gpu_util, float(util.steps[0]),
+                                 float(util.steps[-1]), "mean_gpu_util", "mean GPU utilization, percent"))
+    if has_timing:
+        mean_data, mean_compute = float(np.mean(data.values)), float(np.mean(compute.values))
+        data_ratio = mean_data / mean_compute if mean_compute > 0 else float("inf")
+        data_bound = data_ratio > thresholds.data_over_compute
+        evidence.append(Evidence(history.key("data_time"), data_ratio, thresholds.data_over_compute, float(data.steps[0]),
+                                 float(data.steps[-1]), "data_over_compute",
+                                 f"mean data time {c.fmt(mean_data)} s vs compute time {c.fmt(mean_compute)} s ({compute_key})"))
+
+    if has_util and has_timing:
+        hit = low_util and data_bound
+        critical = hit and (mean_util < thresholds.critical_gpu_util or data_ratio >= 2 * thresholds.data_over_compute)
+    else:
+        hit, critical = (low_util if has_util else data_bound), False
+    if not hit:
+        parts = []
+        if mean_util is not None:
+            parts.append(f"mean GPU utilization {c.fmt(mean_util)}%")
+        if data_ratio is not None:
+            parts.append(f"data time {c.fmt(data_ratio)}x compute time")
+        return c.ok(_SELF, "; ".join(parts), tuple(evidence))
+
+    said = []
+    if mean_util is not None:
+        said.append(f"the GPU is busy only {c.fmt(mean_util)}% of the time on average")
+    if data_ratio is not None:
+        said.append(f"each step spends {c.fmt(data_ratio)}x as long waiting for data as computing")
+    confirm = ""
+    if not has_timing:
+        confirm = " Log data_time and compute_time per step to confirm the input pipeline is the cause."
+    elif not has_util:
+        confirm = " Log GPU utilization (system metrics) to see how idle the accelerator is."
+    message = " and ".join(said).capitalize() + ": the accelerator is waiting for input." + confirm
+    return c.problem(_SELF, critical, message, RECOMMENDATION, evidence)

@@ -1,0 +1,150 @@
+"""Loss became NaN/Inf, or the gradient norm exploded.
+
+**What it looks for.** Any NaN or ±Inf in the training or validation loss, or in the total gradient
+norm, is critical: the run is dead from that step on, even if it keeps logging. The evidence names
+the first non-finite step and, when a gradient norm is logged, the largest gradient norm shortly
+before it compared with the run's median (a spike there points to gradient explosion). Without any
+NaN, a gradient norm that exceeds ``spike_factor`` × the median of the preceding points is an
+explosion warning (critical when it exceeds ``critical_factor`` ×).
+
+**Why it matters.** A NaN silently wastes every GPU hour after it; an exploding gradient is the
+usual step before it.
+
+**Thresholds.** ``spike_factor`` (10, from the seed: grad norm > 10 × median is an anomaly),
+``critical_factor`` (100), ``ignore_first`` (share of the run at the start where large gradients
+are normal, 0.02), ``lookback`` (points before the first NaN searched for a spike, 50),
+``min_points`` (20).
+
+**Fix.** Clip gradients (e.g. ``clip_grad_norm_(…, 1.0)``) and log the norm before and after
+clipping; lower the learning rate or lengthen warm-up; check the batch that preceded the spike for
+invalid labels or extreme inputs; check the LR schedule for an unintended spike at a restart; in
+mixed precision, use a loss scaler.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..roles import RoleView
+from ..schema import Evidence, Finding
+from . import _common as c
+
+_SELF = sys.modules[__name__]
+
+ID = "nonfinite"
+TITLE = "NaN/Inf loss or gradient explosion"
+NEEDS = ("train_loss",)
+
+RECOMMENDATION = (
+    "Clip gradients (e.g. torch.nn.utils.clip_grad_norm_(params, 1.0)) and log the norm before and after "
+    "clipping; lower the learning rate or lengthen warm-up; inspect the batch before the first bad step "
+    "for invalid labels or extreme inputs; check the LR schedule for a spike at a restart; with mixed "
+    "precision use a gradient scaler."
+)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    spike_factor: float = 10.0
+    critical_factor: float = 100.0
+    ignore_first: float = 0.02
+    lookback: int = 50
+    min_points: int = 20
+
+
+def _first_nonfinite(view: RoleView, role: str):
+    s = view.series(role)
+    if s is None:
+        return None
+    bad = np.flatnonzero(~np.isfinite(s.values))
+    if len(bad) == 0:
+        return None
+    return view.key(role), s, bad
+
+
+def run(history: RoleView, thresholds: Thresholds) -> Finding:
+    module = _SELF
+    roles = ("train_loss", "val_loss", "grad_norm")
+    if all(history.series(r) is None for r in roles):
+        return c.skipped(module, "not logged: train_loss, val_loss or grad_norm")
+    grad = history.series("grad_norm")
+    evidence: list[Evidence] = []
+    first_bad_step = None
+    for role in roles:
+        hit = _first_nonfinite(history, role)
+        if hit is None:
+            continue
+        key, s, bad = hit
+        step = float(s.steps[bad[0]])
+        first_bad_step = step if first_bad_step is None else min(first_bad_step, step)
+        kinds = sorted({"NaN" if np.isnan(x) else ("+Inf" if x > 0 else "-Inf") for x in s.values[bad]})
+        evidence.append(
+            Evidence(key, float(s.values[bad[0]]), None, step, float(s.steps[bad[-1]]), "nonfinite_value",
+                     f"{len(bad)} of {len(s)} points are {'/'.join(kinds)}")
+        )
+    if evidence:
+        detail = ""
+        if grad is not None and first_bad_step is not None:
+            g = grad.finite()
+            before = g.steps <= first_bad_step
+            if before.sum() >= 3:
+                gv = g.values[before]
+                window = gv[-thresholds.lookback:]
+                base = float(np.median(gv[: max(3, len(gv) - len(window))]))
+                peak = float(window.max())
+                if base > 0 and peak > thresholds.spike_factor * base:
+                    at = float(g.steps[before][-len(window):][int(np.argmax(window))])
+                    evidence.append(
+                        Evidence(history.key("grad_norm"), peak, thresholds.spike_factor * base, at, first_bad_step,
+                                 "grad_norm_spike_before_nonfinite", f"{c.fmt(peak / base)}x the median {c.fmt(base)}")
+                    )
+                    detail = f", right after the gradient norm spiked to {c.fmt(peak)} ({c.fmt(peak / base)}x its median) at step {c.fmt_step(at)}"
+        first = evidence[0]
+        message = f"{first.metric} became {first.detail.split(' are ')[-1]} at step {c.fmt_step(first_bad_step)}{detail}; every step after it is wasted."
+        return c.problem(module, True, message, RECOMMENDATION, evidence)
+
+    # No NaN: look for an exploding gradient norm.
+    if grad is None:
+        return c.ok(module, "no NaN/Inf in the logged losses (no gradient norm logged to check for explosions)")
+    g = grad.finite()
+    if len(g) < thresholds.min_points:
+        return c.ok(module, f"no NaN/Inf; only {len(g)} gradient-norm points, too few to judge explosions")
+    start = max(int(len(g) * thresholds.ignore_first), 3)
+    # Median of everything logged before each point: a running reference that early large norms
+    # cannot poison once the run has settled.
+    v = g.values
+    ref = _running_median(v)
+    ratio = np.where(ref > 0, v / np.maximum(ref, 1e-300), 0.0)
+    ratio[:start] = 0.0
+    worst = int(np.argmax(ratio))
+    if ratio[worst] <= thresholds.spike_factor:
+        return c.ok(module, f"no NaN/Inf; gradient norm at most {c.fmt(ratio[worst])}x its running median")
+    spikes = np.flatnonzero(ratio > thresholds.spike_factor)
+    critical = ratio[worst] > thresholds.critical_factor
+    ev = Evidence(
+        history.key("grad_norm"), float(v[worst]), float(thresholds.spike_factor * ref[worst]),
+        float(g.steps[spikes[0]]), float(g.steps[spikes[-1]]), "grad_norm_explosion",
+        f"{len(spikes)} point(s) above {c.fmt(thresholds.spike_factor)}x the running median; worst {c.fmt(ratio[worst])}x",
+    )
+    message = (
+        f"gradient norm exploded to {c.fmt(v[worst])} at step {c.fmt_step(g.steps[worst])}, "
+        f"{c.fmt(ratio[worst])}x its running median {c.fmt(ref[worst])} ({len(spikes)} such point(s)); no NaN yet."
+    )
+    return c.problem(module, critical, message, RECOMMENDATION, [ev])
+
+
+def _running_median(v: np.ndarray, blocks: int = 512) -> np.ndarray:
+    """For each point, the median of the points logged before it (block-wise, so O(n))."""
+    n = len(v)
+    if n == 0:
+        return np.empty(0)
+    size = max(1, -(-n // blocks))
+    pad = size * (-(-n // size)) - n
+    block_medians = np.median(np.pad(v, (0, pad), mode="edge").reshape(-1, size), axis=1)
+    # A point's reference is the median of the block medians before its block (its own block for
+    # the first block): robust to the spike itself and cheap on 10^7 points.
+    prefix = np.array([np.median(block_medians[: max(k, 1)]) for k in range(len(block_medians))])
+    return np.repeat(prefix, size)[:n]

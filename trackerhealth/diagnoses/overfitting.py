@@ -1,0 +1,121 @@
+"""Training loss keeps falling while validation loss rises.
+
+**What it looks for.** The validation loss (lightly smoothed; sparse logging is fine) reached its
+best value and then rose by at least ``min_rise`` over at least ``min_rise_points`` evaluations
+spanning ``min_rise_steps`` steps (or ``min_rise_share`` of the run, whichever is smaller), while
+the training loss over the same stretch did not rise. At each evaluation the val/train ratio is
+computed against the training loss logged since the previous evaluation; the finding is critical
+when that ratio ends above ``ratio_critical`` (2.0 in the seed) and is still rising. Per-layer
+weight norms, when logged, are reported: late layers' norms swelling after the val minimum is the
+seed's strongest overfitting signal. A run that stops a few evaluations after its best (early
+stopping) does not reach these thresholds.
+
+**Why it matters.** After the val minimum every step makes the model worse on unseen data.
+
+**Thresholds.** ``min_rise`` (0.1), ``min_rise_points`` (3), ``min_rise_steps`` (500, from the seed),
+``min_rise_share`` (0.15), ``ratio_critical`` (2.0), ``min_val_points`` (4).
+
+**Fix.** Keep the checkpoint at the val minimum and add early stopping; add regularization
+(dropout, weight decay), data augmentation or more data; reduce model size.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import stats
+from ..roles import RoleView
+from ..schema import Evidence, Finding
+from . import _common as c
+
+ID = "overfitting"
+TITLE = "Overfitting: val loss rises while train loss falls"
+NEEDS = ("train_loss", "val_loss")
+_SELF = sys.modules[__name__]
+
+RECOMMENDATION = (
+    "Keep the checkpoint from the val-loss minimum and add early stopping; add regularization (dropout, "
+    "weight decay), data augmentation or more data; or reduce the model size."
+)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_rise: float = 0.1
+    min_rise_points: int = 3
+    min_rise_steps: float = 500.0
+    min_rise_share: float = 0.15
+    ratio_critical: float = 2.0
+    min_val_points: int = 4
+
+
+def _train_at(train_steps, train_values, val_steps):
+    """Training loss level at each evaluation: median of train points since the previous one."""
+    idx = np.searchsorted(train_steps, val_steps, side="right")
+    out = np.full(len(val_steps), np.nan)
+    lo = 0
+    for i, hi in enumerate(idx):
+        seg = train_values[max(0, min(lo, hi - 1)): hi]
+        if len(seg):
+            out[i] = np.median(seg)
+        lo = hi
+    return out
+
+
+def run(history: RoleView, thresholds: Thresholds) -> Finding:
+    missing = c.missing_roles(_SELF, history)
+    if missing:
+        return missing
+    train = c.until_first_nonfinite(history.series("train_loss")).finite()
+    val = c.until_first_nonfinite(history.series("val_loss")).finite()
+    vkey, tkey = history.key("val_loss"), history.key("train_loss")
+    if len(val) < thresholds.min_val_points or len(train) < 3:
+        return c.skipped(_SELF, f"only {len(val)} val-loss points; need {thresholds.min_val_points}")
+    vs = val.values if len(val) < 5 else stats.rolling_median(val.values, 3)
+    best = int(np.argmin(vs))
+    best_val = float(vs[best])
+    if best_val <= 0:
+        return c.skipped(_SELF, f"{vkey} is not positive; a relative rise is undefined")
+    end_val = float(np.median(vs[-min(3, len(vs) - best):])) if best < len(vs) - 1 else best_val
+    rise = (end_val - best_val) / best_val
+    points_after = len(vs) - 1 - best
+    steps_after = float(val.steps[-1] - val.steps[best])
+    span = float(max(val.steps[-1], train.steps[-1]) - min(val.steps[0], train.steps[0]))
+    need_steps = min(thresholds.min_rise_steps, thresholds.min_rise_share * span)
+
+    train_at = _train_at(train.steps, train.values, val.steps)
+    ratio = val.values / np.where(train_at > 0, train_at, np.nan)
+    train_best = float(np.nanmedian(train_at[max(0, best - 1): best + 2]))
+    train_end = float(np.nanmedian(train_at[-min(3, len(train_at)):]))
+    train_not_rising = not (train_end > train_best * 1.05)
+
+    overfit = (rise >= thresholds.min_rise and points_after >= thresholds.min_rise_points
+               and steps_after >= need_steps and train_not_rising)
+    if not overfit:
+        return c.ok(_SELF, f"{vkey} ends {c.fmt(100 * rise)}% above its best ({c.fmt(best_val)} at step {c.fmt_step(val.steps[best])})")
+
+    ratio_end = float(np.nanmedian(ratio[-min(3, len(ratio)):]))
+    ratio_best = float(ratio[best]) if np.isfinite(ratio[best]) else float("nan")
+    ratio_rising = np.isfinite(ratio_best) and ratio_end > ratio_best
+    evidence = [
+        Evidence(vkey, rise, thresholds.min_rise, float(val.steps[best]), float(val.steps[-1]), "val_loss_rise",
+                 f"best {c.fmt(best_val)} at step {c.fmt_step(val.steps[best])}, {c.fmt(end_val)} at the end ({points_after} evaluations later)"),
+        Evidence(tkey, train_end, train_best, float(val.steps[best]), float(val.steps[-1]), "train_loss_keeps_falling",
+                 f"train loss {c.fmt(train_best)} at the val minimum, {c.fmt(train_end)} at the end"),
+        Evidence(f"{vkey} / {tkey}", ratio_end, thresholds.ratio_critical, float(val.steps[best]), float(val.steps[-1]),
+                 "val_train_ratio", f"ratio {c.fmt(ratio_best)} at the val minimum, {c.fmt(ratio_end)} at the end"),
+    ]
+    layers = history.group("layer_weight_norms")
+    if layers:
+        label, wkey, w = layers[-1]
+        at_best = w.values[np.searchsorted(w.steps, val.steps[best], side="right") - 1] if w.steps[0] <= val.steps[best] else w.values[0]
+        growth = float(w.values[-1] / at_best) if at_best else float("nan")
+        evidence.append(Evidence(wkey, growth, None, float(val.steps[best]), float(w.steps[-1]), "late_layer_weight_growth",
+                                 f"last layer's weight norm grew {c.fmt(growth)}x after the val minimum"))
+    critical = ratio_rising and ratio_end > thresholds.ratio_critical
+    message = (f"{vkey} rose {c.fmt(100 * rise)}% from its best {c.fmt(best_val)} (step {c.fmt_step(val.steps[best])}) to {c.fmt(end_val)} "
+               f"while {tkey} went {c.fmt(train_best)} → {c.fmt(train_end)}; val/train ratio now {c.fmt(ratio_end)}.")
+    return c.problem(_SELF, critical, message, RECOMMENDATION, evidence)

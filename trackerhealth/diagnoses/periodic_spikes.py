@@ -1,0 +1,117 @@
+"""Loss spikes at a fixed period (e.g. once per epoch), then recovers.
+
+**What it looks for.** Upward spikes of the training loss: points more than ``z`` robust standard
+deviations (MAD of the residual) and at least ``min_rel`` of the local level above a short rolling
+median, so a spike is a brief excursion that recovers, not a level change. Spikes right after a
+learning-rate jump (a warm restart) are excluded. When at least ``min_spikes`` remain and one
+period explains at least ``regular_share`` of the gaps between them (a gap of several periods
+counts, since sparse logging can miss a spike), the spikes are periodic. When the run logs its
+epoch, the period is compared with the epoch length.
+
+**Why it matters.** A spike at the same place every epoch points at the data, not the optimizer:
+the loader does not shuffle, or one shard or batch is corrupt (bad labels, extreme values, a
+sequence or image size far outside the rest).
+
+**Thresholds.** ``z`` (6), ``min_rel`` (0.15), ``min_spikes`` (4), ``regular_share`` (0.7),
+``window`` (9 points of rolling baseline), ``critical_height`` (1.0: spikes that double the loss).
+
+**Fix.** Shuffle the data every epoch (``DataLoader(shuffle=True)``, a new seed per epoch for
+distributed samplers); find the batch at the spike steps (log sample ids) and check its labels and
+inputs; clip gradients to limit the damage of a bad batch.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import stats
+from ..roles import RoleView
+from ..schema import Evidence, Finding
+from . import _common as c
+
+ID = "periodic-spikes"
+TITLE = "Periodic loss spikes"
+NEEDS = ("train_loss",)
+_SELF = sys.modules[__name__]
+
+RECOMMENDATION = (
+    "Shuffle the training data every epoch (DataLoader(shuffle=True); set_epoch() on distributed samplers); "
+    "log sample ids and inspect the batch at the spike steps for bad labels or extreme inputs; clip gradients "
+    "to limit the damage of one bad batch."
+)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    z: float = 6.0
+    min_rel: float = 0.15
+    min_spikes: int = 4
+    regular_share: float = 0.7
+    window: int = 9
+    critical_height: float = 1.0
+    min_points: int = 40
+
+
+def _epoch_length(history: RoleView) -> float | None:
+    """Steps per epoch, from a logged epoch counter."""
+    ep = history.series("epoch")
+    if ep is None or len(ep) < 3:
+        return None
+    e = ep.finite()
+    whole = np.floor(e.values + 1e-9)
+    change = np.flatnonzero(np.diff(whole) > 0) + 1
+    if len(change) < 2:
+        return None
+    return float(np.median(np.diff(e.steps[change])))
+
+
+def run(history: RoleView, thresholds: Thresholds) -> Finding:
+    loss = history.series("train_loss")
+    if loss is None:
+        return c.skipped(_SELF, "not logged: train_loss")
+    loss = c.until_first_nonfinite(loss).finite()
+    if len(loss) < thresholds.min_points:
+        return c.skipped(_SELF, f"only {len(loss)} finite train-loss points; need {thresholds.min_points}")
+    key = history.key("train_loss")
+    v, s = loss.values, loss.steps
+    idx = stats.spikes(v, thresholds.window, thresholds.z, thresholds.min_rel)
+    lr = history.series("lr")
+    if lr is not None and len(idx):
+        restarts = stats.lr_restarts(lr.steps, lr.values)
+        if len(restarts):
+            gap = float(np.median(np.diff(s))) * thresholds.window
+            near = np.abs(s[idx][:, None] - restarts[None, :]).min(axis=1) <= gap
+            idx = idx[~near]
+    if len(idx) < thresholds.min_spikes:
+        return c.ok(_SELF, f"{len(idx)} isolated spike(s) in {key}; no periodic pattern")
+    period, share = stats.dominant_period(s[idx])
+    cadence = float(np.median(np.diff(s)))
+    expected = (s[-1] - s[idx[0]]) / period + 1 if period > 0 else 0
+    regular = share >= thresholds.regular_share and period >= 3 * cadence and len(idx) >= 0.5 * expected
+    if not regular:
+        return c.ok(_SELF, f"{len(idx)} spikes in {key}, but no period explains their spacing (best {c.fmt(share * 100)}%)")
+
+    base = stats.rolling_median(v, thresholds.window)
+    heights = (v[idx] - base[idx]) / np.maximum(np.abs(base[idx]), 1e-12)
+    height = float(np.median(heights))
+    epoch_len = _epoch_length(history)
+    per_epoch = ""
+    if epoch_len:
+        multiple = period / epoch_len
+        if abs(multiple - round(multiple)) < 0.1 and round(multiple) >= 1:
+            per_epoch = " — once per epoch" if round(multiple) == 1 else f" — every {round(multiple)} epochs"
+    evidence = [
+        Evidence(key, period, None, float(s[idx[0]]), float(s[idx[-1]]), "spike_period",
+                 f"{len(idx)} spikes; period {c.fmt(period)} steps explains {c.fmt(100 * share)}% of the gaps{per_epoch}"),
+        Evidence(key, height, thresholds.min_rel, float(s[idx[0]]), float(s[idx[-1]]), "spike_height",
+                 "median spike height relative to the local loss level"),
+    ]
+    if epoch_len:
+        evidence.append(Evidence(history.key("epoch"), epoch_len, None, None, None, "epoch_length", "steps per epoch"))
+    at = ", ".join(c.fmt_step(x) for x in s[idx[:4]])
+    message = (f"{key} spikes every {c.fmt(period)} steps{per_epoch} ({len(idx)} spikes at steps {at}…), each "
+               f"{c.fmt(100 * height)}% above the local level before recovering: a data-order or bad-shard problem.")
+    return c.problem(_SELF, height > thresholds.critical_height, message, RECOMMENDATION, evidence)

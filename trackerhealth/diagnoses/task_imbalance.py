@@ -1,0 +1,88 @@
+"""Multi-task training where one loss term dominates and another does not learn.
+
+**What it looks for.** Two or more per-task loss terms (``loss/<task>``, ``train/<task>_loss``,
+``loss_<task>`` beside the total loss). Over the last ``tail`` share of the run, each task's share
+of the summed loss is computed from their medians. The finding fires when one task holds more than
+``dominant_share`` (90 %, from the seed) of the total while another task's loss stayed flat — it
+changed by less than ``flat_change`` of its starting level over the run. Critical above
+``critical_share``.
+
+**Why it matters.** The optimizer follows the dominant term's gradient; the flat task is not being
+trained, whatever its weight in the report.
+
+**Thresholds.** ``dominant_share`` (0.9), ``critical_share`` (0.99), ``flat_change`` (0.05),
+``tail`` (0.5), ``min_points`` (10).
+
+**Fix.** Normalize the loss terms (scale regression targets, divide each loss by its initial value)
+or weight them dynamically (GradNorm, uncertainty weighting); log each task's gradient norm to
+watch the balance.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import stats
+from ..roles import RoleView
+from ..schema import Evidence, Finding
+from . import _common as c
+
+ID = "task-imbalance"
+TITLE = "Multi-task loss imbalance"
+NEEDS = ("task_losses",)
+_SELF = sys.modules[__name__]
+
+RECOMMENDATION = (
+    "Balance the loss terms: normalize targets or divide each task loss by its initial value, or weight them "
+    "dynamically (GradNorm, uncertainty weighting); log per-task gradient norms to watch the balance."
+)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    dominant_share: float = 0.9
+    critical_share: float = 0.99
+    flat_change: float = 0.05
+    tail: float = 0.5
+    min_points: int = 10
+
+
+def run(history: RoleView, thresholds: Thresholds) -> Finding:
+    tasks = history.group("task_losses")
+    if len(tasks) < 2:
+        return c.skipped(_SELF, "fewer than two per-task losses logged (e.g. loss/<task>)")
+    levels, changes, names, spans = [], [], [], []
+    for label, key, s in tasks:
+        f = c.until_first_nonfinite(s).finite()
+        if len(f) < thresholds.min_points:
+            continue
+        v = f.values
+        tail = v[int(len(v) * (1 - thresholds.tail)):]
+        levels.append(abs(float(np.median(tail))))
+        head, end = stats.head_tail(v)
+        changes.append(abs(head - end) / (abs(head) or 1e-12))
+        names.append((label, key))
+        spans.append((float(f.steps[0]), float(f.steps[-1])))
+    if len(levels) < 2:
+        return c.skipped(_SELF, f"fewer than two task losses with {thresholds.min_points}+ finite points")
+    total = sum(levels)
+    if total <= 0:
+        return c.ok(_SELF, "all task losses are zero")
+    shares = np.array(levels) / total
+    top = int(np.argmax(shares))
+    flat = [i for i in range(len(levels)) if i != top and changes[i] < thresholds.flat_change]
+    if shares[top] <= thresholds.dominant_share or not flat:
+        return c.ok(_SELF, f"largest task share {c.fmt(100 * shares[top])}% ({names[top][0]}); "
+                           f"{'no' if not flat else len(flat)} flat task(s)")
+    evidence = [Evidence(names[top][1], float(shares[top]), thresholds.dominant_share, *spans[top], "dominant_task_share",
+                         f"share of the summed task losses over the last {c.fmt(100 * thresholds.tail)}% of the run")]
+    for i in flat:
+        evidence.append(Evidence(names[i][1], float(changes[i]), thresholds.flat_change, *spans[i], "flat_task_loss",
+                                 "relative change of this task's loss from start to end"))
+    flat_names = ", ".join(names[i][1] for i in flat)
+    message = (f"{names[top][1]} is {c.fmt(100 * shares[top])}% of the total loss while {flat_names} "
+               f"changed by only {c.fmt(100 * min(changes[i] for i in flat))}%: that task is not being trained.")
+    return c.problem(_SELF, shares[top] > thresholds.critical_share, message, RECOMMENDATION, evidence)

@@ -1,0 +1,95 @@
+"""Early layers' gradients vanish while later layers learn.
+
+**What it looks for.** Per-layer gradient norms, in model order (the order the run logged them).
+Each layer's typical norm is its median over the run. The first ``early_share`` of layers is
+compared with the last ``early_share``: critical when the early layers' norm is below ``tiny``
+(1e-7, from the seed) while the late layers are at least ``min_late`` — normal; a warning when the
+early layers are more than ``ratio``× smaller than the late ones, or when every layer is below
+``tiny`` (the whole network has stopped learning).
+
+**Why it matters.** Layers that receive no gradient do not learn: a deep network then behaves like
+a shallow one on top of random features.
+
+**Thresholds.** ``tiny`` (1e-7), ``min_late`` (1e-4), ``ratio`` (1e-4), ``early_share`` (0.25),
+``min_layers`` (3).
+
+**Fix.** Add residual connections and normalization (Batch/LayerNorm); replace sigmoid/tanh with
+ReLU/GELU; use He/Xavier initialization; monitor per-layer gradient flow (log
+``grad_norm/<layer>``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..roles import RoleView
+from ..schema import Evidence, Finding
+from . import _common as c
+
+ID = "vanishing-gradients"
+TITLE = "Vanishing gradients in early layers"
+NEEDS = ("layer_grad_norms",)
+_SELF = sys.modules[__name__]
+
+RECOMMENDATION = (
+    "Add residual connections and Batch/LayerNorm; replace sigmoid/tanh with ReLU or GELU; use He or "
+    "Xavier initialization; keep logging per-layer gradient norms to confirm the gradient reaches the first layers."
+)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    tiny: float = 1e-7
+    min_late: float = 1e-4
+    ratio: float = 1e-4
+    early_share: float = 0.25
+    min_layers: int = 3
+
+
+def run(history: RoleView, thresholds: Thresholds) -> Finding:
+    layers = history.group("layer_grad_norms")
+    if not layers:
+        return c.skipped(_SELF, "not logged: per-layer gradient norms (e.g. grad_norm/<layer>)")
+    if len(layers) < thresholds.min_layers:
+        return c.skipped(_SELF, f"only {len(layers)} layer(s) with gradient norms; need {thresholds.min_layers}")
+    medians = []
+    for label, key, s in layers:
+        f = s.finite().values
+        medians.append(float(np.median(np.abs(f))) if len(f) else np.nan)
+    med = np.array(medians)
+    k = max(1, int(round(len(layers) * thresholds.early_share)))
+    early, late = med[:k], med[-k:]
+    if np.isnan(early).all() or np.isnan(late).all():
+        return c.skipped(_SELF, "per-layer gradient norms have no finite values")
+    early_level = float(np.nanmedian(early))
+    late_level = float(np.nanmedian(late))
+    first_key, last_key = layers[0][1], layers[-1][1]
+    steps = (float(layers[0][2].steps[0]), float(layers[0][2].steps[-1]))
+    rel = early_level / late_level if late_level > 0 else float("inf")
+
+    def ev(code: str, observed: float, threshold: float, detail: str, key: str = first_key):
+        return Evidence(key, observed, threshold, steps[0], steps[1], code, detail)
+
+    if early_level < thresholds.tiny and late_level >= thresholds.min_late:
+        evidence = [
+            ev("early_layers_tiny", early_level, thresholds.tiny,
+               f"median gradient norm of the first {k} of {len(layers)} layers"),
+            ev("late_layers_normal", late_level, thresholds.min_late,
+               f"median gradient norm of the last {k} layers", last_key),
+        ]
+        message = (f"the first {k} of {len(layers)} layers get gradient norms of {c.fmt(early_level)} (below {c.fmt(thresholds.tiny)}) "
+                   f"while the last layers get {c.fmt(late_level)}: gradients vanish before reaching {layers[0][0]}.")
+        return c.problem(_SELF, True, message, RECOMMENDATION, evidence)
+    if late_level < thresholds.tiny:
+        message = f"every layer's gradient norm is tiny (last layers {c.fmt(late_level)}, first {c.fmt(early_level)}): the network has stopped learning."
+        return c.problem(_SELF, False, message, RECOMMENDATION,
+                         [ev("all_layers_tiny", late_level, thresholds.tiny, "median gradient norm of the last layers", last_key)])
+    if rel < thresholds.ratio:
+        message = (f"the first {k} layers' gradient norms ({c.fmt(early_level)}) are {c.fmt(1 / rel)}x smaller than the last layers' "
+                   f"({c.fmt(late_level)}): early layers barely learn.")
+        return c.problem(_SELF, False, message, RECOMMENDATION,
+                         [ev("early_late_ratio", rel, thresholds.ratio, "early/late median gradient-norm ratio")])
+    return c.ok(_SELF, f"gradient reaches the first layers: early {c.fmt(early_level)} vs late {c.fmt(late_level)}")

@@ -1,0 +1,337 @@
+"""Map raw metric keys to the roles the diagnoses need, with units made canonical.
+
+Teams log the same quantity under many names: ``train/loss`` (W&B), ``loss`` (HF Trainer, Keras),
+``train_loss_step`` (Lightning), ``system/gpu_0_utilization_percentage`` (MLflow system metrics),
+``system.gpu.0.gpu`` (W&B system metrics). :func:`resolve` looks at the keys a run logged and
+picks one key per role (a tuple of keys for per-layer and per-task roles). A user mapping from the
+configuration always wins. Canonical units: times in seconds, utilization in percent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .schema import RunHistory, Series
+
+SCALAR_ROLES = (
+    "train_loss",
+    "val_loss",
+    "grad_norm",
+    "lr",
+    "momentum",
+    "gpu_util",
+    "step_time",
+    "data_time",
+    "compute_time",
+    "throughput",
+    "epoch",
+)
+GROUP_ROLES = ("layer_grad_norms", "layer_weight_norms", "task_losses")
+ROLES = SCALAR_ROLES + GROUP_ROLES
+TIME_ROLES = ("step_time", "data_time", "compute_time")
+
+_VAL = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "holdout"}
+_TRAIN = {"train", "training", "tr"}
+_NOT_LOSS = {"acc", "accuracy", "perplexity", "ppl", "f1", "auc", "precision", "recall", "best", "min", "lr"}
+_AGGREGATE = {"epoch", "avg", "mean", "ema", "smoothed", "running", "final", "best", "min"}
+
+
+def tokens(key: str) -> list[str]:
+    """Lower-case words of a key: ``train/loss_step`` -> ``['train', 'loss', 'step']``."""
+    return [t for t in re.split(r"[^a-z0-9]+", key.lower()) if t]
+
+
+def _natural(text: str) -> list:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Which key plays which role in one run, and how to scale it to canonical units."""
+
+    keys: Mapping[str, str] = field(default_factory=dict)  # scalar role -> key
+    groups: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # role -> ((label, key), …)
+    scale: Mapping[str, float] = field(default_factory=dict)  # key -> factor to canonical unit
+
+    def key(self, role: str) -> str | None:
+        return self.keys.get(role)
+
+    def group(self, role: str) -> tuple[tuple[str, str], ...]:
+        return self.groups.get(role, ())
+
+    def describe(self) -> dict[str, object]:
+        out: dict[str, object] = dict(self.keys)
+        for role, members in self.groups.items():
+            out[role] = [k for _, k in members]
+        return out
+
+
+class RoleView:
+    """A run's history seen through its roles: what every diagnosis receives.
+
+    ``view.series("train_loss")`` gives the train-loss :class:`Series` in canonical units, or None
+    when the run did not log one.
+    """
+
+    def __init__(self, history: RunHistory, roles: Roles):
+        self.history = history
+        self.roles = roles
+
+    @property
+    def ref(self):
+        return self.history.ref
+
+    def key(self, role: str) -> str | None:
+        return self.roles.key(role)
+
+    def series(self, role: str) -> Series | None:
+        key = self.roles.key(role)
+        if key is None:
+            return None
+        s = self.history.get(key)
+        if s is None or len(s) == 0:
+            return None
+        return s.scaled(self.roles.scale.get(key, 1.0))
+
+    def group(self, role: str) -> list[tuple[str, str, Series]]:
+        """``[(label, key, series), …]`` in model / task order."""
+        out = []
+        for label, key in self.roles.group(role):
+            s = self.history.get(key)
+            if s is not None and len(s):
+                out.append((label, key, s.scaled(self.roles.scale.get(key, 1.0))))
+        return out
+
+    def missing(self, *roles: str) -> list[str]:
+        """Roles among ``roles`` that this run did not log."""
+        gone = []
+        for role in roles:
+            if role in GROUP_ROLES:
+                if not self.group(role):
+                    gone.append(role)
+            elif self.series(role) is None:
+                gone.append(role)
+        return gone
+
+
+# -- matching -----------------------------------------------------------------------------------
+def _is_loss(tok: list[str]) -> bool:
+    return ("loss" in tok or "rmse" in tok or "nll" in tok) and not (_NOT_LOSS & set(tok))
+
+
+def _is_val(tok: list[str]) -> bool:
+    return bool(_VAL & set(tok))
+
+
+def _loss_rank(key: str, tok: list[str]) -> tuple:
+    """Lower sorts first: a plain per-step training loss beats epoch aggregates and sub-terms."""
+    extra = [t for t in tok if t not in _TRAIN and t not in {"loss", "step", "total", "rmse", "nll", "train"}]
+    return (
+        bool(_AGGREGATE & set(tok)),  # epoch means come second
+        len(extra),  # `loss` beats `loss_cls`
+        "total" not in tok,
+        not (_TRAIN & set(tok)),
+        len(key),
+    )
+
+
+_GRAD = {"grad", "grads", "gradient", "gradients"}
+_NORM = {"norm", "l2"}
+_LAYER_PREFIX = re.compile(
+    r"^(?:grad_norm|grad_2\.0_norm|grad_norms|gradient_norm|grad|grads|gradients|grad_l2)[/._-](?P<layer>.+)$",
+    re.I,
+)
+_LAYER_SUFFIX = re.compile(r"^(?P<layer>.+?)[/._-](?:grad_norm|grad|gradient_norm|grad_l2)$", re.I)
+_WEIGHT_PREFIX = re.compile(
+    r"^(?:weight_norm|weight_norms|param_norm|params_norm|weights?|parameters?)[/._-](?P<layer>.+?)(?:[/._-]norm)?$",
+    re.I,
+)
+_GPU_UTIL = re.compile(
+    r"^(?:system[/.])?(?:gpu[_.](?P<i>\d+)[_.](?:gpu|utilization_percentage|util(?:ization)?)"
+    r"|gpu_util(?:ization)?(?:_percent(?:age)?)?|gpu/util(?:ization)?|gpu_utilization_percentage)$",
+    re.I,
+)
+_STEP_TIME = {"step_time", "steptime", "batch_time", "iter_time", "iteration_time", "time_step", "time_per_step", "time", "train_step_time", "time_iter", "time_batch"}
+_DATA_TIME = {"data_time", "data_load_time", "dataloader_time", "data_loading_time", "time_data", "data_wait", "data_wait_time", "load_time", "fetch_time", "data_fetch_time"}
+_COMPUTE_TIME = {"compute_time", "gpu_compute_time", "forward_backward_time", "fwd_bwd_time", "model_time", "time_compute", "train_compute_time", "compute"}
+_THROUGHPUT = {"throughput", "samples_per_sec", "samples_per_second", "examples_per_sec", "examples_per_second", "tokens_per_sec", "tokens_per_second", "images_per_sec", "it_per_sec", "samples_s", "train_samples_per_second"}
+_UNIT_SUFFIX = re.compile(r"[_/. -]?(\(?(ms|msec|millis|milliseconds|s|sec|secs|seconds)\)?)$", re.I)
+
+
+def _strip_namespace(key: str) -> str:
+    k = key.lower()
+    for prefix in ("train/", "training/", "perf/", "timing/", "time/", "trainer/", "system/", "throughput/"):
+        if k.startswith(prefix) and k != prefix:
+            rest = k[len(prefix):]
+            if prefix == "time/":
+                rest = "time_" + rest
+            return rest
+    return k
+
+
+def _time_unit(key: str) -> tuple[str, float | None]:
+    """The key without its unit suffix, and the factor to seconds when the name says it."""
+    m = _UNIT_SUFFIX.search(key)
+    if m and m.group(2):
+        unit = m.group(2).lower()
+        base = key[: m.start()]
+        if base:
+            return base, (1e-3 if unit.startswith("m") else 1.0)
+    return key, None
+
+
+def _norm_name(key: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_")
+
+
+def _guess_time_scale(values: np.ndarray) -> float:
+    """Seconds vs milliseconds when the name does not say: steps slower than 20 units are ms."""
+    finite = values[np.isfinite(values)]
+    if len(finite) == 0:
+        return 1.0
+    return 1e-3 if float(np.median(finite)) > 20 else 1.0
+
+
+def _layer_groups(keys: list[str], pattern: re.Pattern) -> tuple[tuple[str, str], ...]:
+    found = []
+    for k in keys:
+        m = pattern.match(k)
+        if not m:
+            continue
+        layer = m.group("layer")
+        if layer.lower() in {"total", "all", "global", "norm", "norm_total", "clipped", "before_clip", "after_clip"}:
+            continue
+        if pattern is _LAYER_PREFIX and layer.lower().startswith(("total", "norm")):
+            continue
+        found.append((layer, k))
+    # Keys keep first-logged order, which is the model's parameter order; keep it.
+    return tuple(found)
+
+
+def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, units: Mapping[str, str] | None = None) -> RoleView:
+    """Find each role's key in ``history``; ``overrides`` (role -> key or keys) win."""
+    overrides = dict(overrides or {})
+    units = dict(units or {})
+    keys = [k for k in history.keys() if len(history[k])]
+    chosen: dict[str, str] = {}
+    groups: dict[str, tuple[tuple[str, str], ...]] = {}
+    scale: dict[str, float] = {}
+
+    # Losses.
+    train_c, val_c = [], []
+    for k in keys:
+        tok = tokens(k)
+        if not _is_loss(tok):
+            continue
+        (val_c if _is_val(tok) else train_c).append(k)
+    if train_c:
+        chosen["train_loss"] = min(train_c, key=lambda k: _loss_rank(k, tokens(k)))
+    if val_c:
+        chosen["val_loss"] = min(val_c, key=lambda k: _loss_rank(k, tokens(k)))
+
+    # Per-task losses: the other loss terms of the training side, one per task.
+    if train_c:
+        main = chosen["train_loss"]
+        main_tok = set(tokens(main))
+        tasks = []
+        for k in train_c:
+            tok = tokens(k)
+            if k == main or _AGGREGATE & set(tok) or set(tok) <= main_tok | {"step"}:
+                continue
+            if re.search(r"[_.]\d+$", k) and re.sub(r"[_.]\d+$", "", k) in train_c:
+                continue  # auxiliary copies (loss_ce_0 … loss_ce_8 beside loss_ce)
+            label = "_".join(t for t in tok if t not in {"loss", "train", "training", "step"}) or k
+            tasks.append((label, k))
+        if len(tasks) >= 2:
+            groups["task_losses"] = tuple(tasks)
+
+    # Gradient and weight norms.
+    grad_total = []
+    for k in keys:
+        tok = set(tokens(k))
+        if tok & _GRAD and (tok & _NORM or "2" in tok) and (
+            "total" in tok or "global" in tok or _norm_name(k) in {"grad_norm", "train_grad_norm", "gradient_norm", "grad_l2_norm", "optimizer_grad_norm", "grad_norm_before_clip"}
+        ):
+            grad_total.append(k)
+    if grad_total:
+        chosen["grad_norm"] = min(grad_total, key=lambda k: ("clip" in k and "before" not in k, len(k)))
+    layer_grads = _layer_groups(keys, _LAYER_PREFIX) or _layer_groups(keys, _LAYER_SUFFIX)
+    layer_grads = tuple(p for p in layer_grads if p[1] != chosen.get("grad_norm"))
+    if layer_grads:
+        groups["layer_grad_norms"] = layer_grads
+    weight_norms = _layer_groups(keys, _WEIGHT_PREFIX)
+    if weight_norms:
+        groups["layer_weight_norms"] = weight_norms
+
+    # Optimizer.
+    lr_c, mom_c = [], []
+    for k in keys:
+        tok = tokens(k)
+        name = _norm_name(k)
+        if "momentum" in tok or "beta1" in tok:
+            mom_c.append(k)
+        elif "lr" in tok or "learning_rate" in name or ("learning" in tok and "rate" in tok):
+            if not (_VAL & set(tok)) and "scale" not in tok:
+                lr_c.append(k)
+    if lr_c:
+        chosen["lr"] = min(lr_c, key=lambda k: (len(tokens(k)), len(k)))
+    if mom_c:
+        chosen["momentum"] = min(mom_c, key=len)
+
+    # System and timing.
+    gpu = [k for k in keys if _GPU_UTIL.match(k)]
+    if gpu:
+        chosen["gpu_util"] = sorted(gpu, key=_natural)[0]
+    for k in keys:
+        base, unit_scale = _time_unit(_strip_namespace(k))
+        name = _norm_name(base)
+        for role, names in (("data_time", _DATA_TIME), ("compute_time", _COMPUTE_TIME), ("step_time", _STEP_TIME)):
+            if name in names and role not in chosen:
+                chosen[role] = k
+                if unit_scale is not None:
+                    scale[k] = unit_scale
+                break
+        else:
+            if name in _THROUGHPUT and "throughput" not in chosen:
+                chosen["throughput"] = k
+    for k in keys:
+        if _norm_name(k) in {"epoch", "train_epoch", "trainer_epoch", "epochs"} and "epoch" not in chosen:
+            chosen["epoch"] = k
+
+    # User overrides win over every guess.
+    for role, value in overrides.items():
+        if role in GROUP_ROLES:
+            members = [value] if isinstance(value, str) else list(value)  # type: ignore[arg-type]
+            groups[role] = tuple((m, m) for m in members if m in history)
+        else:
+            chosen[role] = str(value)
+
+    # Units: times to seconds, utilization to percent.
+    time_keys = [chosen[r] for r in TIME_ROLES if r in chosen]
+    for role in TIME_ROLES:
+        k = chosen.get(role)
+        if k is None:
+            continue
+        if role in units:
+            scale[k] = {"ms": 1e-3, "s": 1.0, "us": 1e-6}[units[role]]
+        elif k not in scale:
+            # Unnamed units: guess once from the step time (or whichever timing exists) and apply
+            # the same factor to all timing keys, so data vs compute comparisons stay consistent.
+            ref_key = chosen.get("step_time") or time_keys[0]
+            named = [scale[t] for t in time_keys if t in scale]
+            scale[k] = named[0] if named else _guess_time_scale(history[ref_key].values)
+    k = chosen.get("gpu_util")
+    if k is not None:
+        if units.get("gpu_util") == "fraction":
+            scale[k] = 100.0
+        elif "gpu_util" not in units:
+            vals = history[k].values
+            finite = vals[np.isfinite(vals)]
+            if len(finite) and finite.max() <= 1.0:
+                scale[k] = 100.0
+
+    return RoleView(history, Roles(chosen, groups, scale))

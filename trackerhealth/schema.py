@@ -1,0 +1,379 @@
+"""The common schema every adapter produces and every writer consumes.
+
+A run is described by a :class:`RunRef`; its logged metrics by a columnar :class:`RunHistory`
+(per metric key: sorted step, value and wall-time arrays). Analysis results are frozen dataclasses
+(:class:`Evidence`, :class:`Finding`, :class:`DimensionScore`, :class:`HealthReport`) with
+``to_dict()``. Nothing here imports a tracker, a plotting library or the analysis code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+# Finding levels, from healthiest to worst; `skipped` and `error` are not health levels.
+OK, WARNING, CRITICAL, SKIPPED, ERROR = "ok", "warning", "critical", "skipped", "error"
+LEVEL_RANK = {SKIPPED: -1, ERROR: -1, OK: 0, WARNING: 1, CRITICAL: 2}
+
+DIMENSIONS = (
+    "convergence_speed",
+    "stability",
+    "gradient_health",
+    "resource_efficiency",
+    "overfitting_risk",
+)
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """Identifies one run in one tracker (or one local file)."""
+
+    tracker: str
+    project: str
+    id: str
+    name: str = ""
+    state: str | None = None
+    updated_at: float | None = None  # unix seconds
+    url: str | None = None
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    tags: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tracker": self.tracker, "project": self.project, "id": self.id, "name": self.name or self.id}
+
+
+class Series(NamedTuple):
+    """One metric: steps ascending (float64, may be fractional), values and wall times aligned."""
+
+    steps: np.ndarray
+    values: np.ndarray
+    wall_times: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def finite(self) -> Series:
+        """The points whose value is finite."""
+        mask = np.isfinite(self.values)
+        if mask.all():
+            return self
+        return Series(self.steps[mask], self.values[mask], self.wall_times[mask])
+
+    def between(self, start: float, end: float) -> Series:
+        lo, hi = np.searchsorted(self.steps, [start, end], side="left")
+        hi = np.searchsorted(self.steps, end, side="right")
+        return Series(self.steps[lo:hi], self.values[lo:hi], self.wall_times[lo:hi])
+
+    def scaled(self, factor: float) -> Series:
+        return self if factor == 1.0 else Series(self.steps, self.values * factor, self.wall_times)
+
+
+class RunHistory:
+    """Columnar metric history of one run.
+
+    Build it with :meth:`from_long` (rows ``step, key, value, wall_time`` in log order) or
+    :meth:`from_series`. Keys keep the order in which they were first logged, which for per-layer
+    metrics is the model's parameter order.
+    """
+
+    def __init__(self, ref: RunRef, series: Mapping[str, Series], notes: Iterable[str] = ()):
+        self.ref = ref
+        self._series: dict[str, Series] = dict(series)
+        self.notes: tuple[str, ...] = tuple(notes)
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_long(
+        cls,
+        ref: RunRef,
+        steps: Any,
+        keys: Any,
+        values: Any,
+        wall_times: Any = None,
+    ) -> RunHistory:
+        """Build from long rows given in log order.
+
+        Duplicate (key, step) pairs keep the last logged value; unsorted steps are sorted; a step
+        counter that restarts inside a run (it drops back to or below where the metric started)
+        is re-based onto the previous segment's end, so the run reads as one continuous timeline.
+        """
+        steps = np.asarray(steps, dtype=np.float64)
+        values = _to_float(values)
+        n = len(steps)
+        if wall_times is None:
+            wall_times = np.full(n, np.nan)
+        else:
+            wall_times = _to_float(wall_times)
+        if isinstance(keys, pd.Categorical):
+            codes, uniques = keys.codes.astype(np.int64), list(keys.categories)
+        else:
+            codes, uniques = pd.factorize(np.asarray(keys, dtype=object), sort=False)
+            uniques = list(uniques)
+        if not (len(values) == n == len(codes) == len(wall_times)):
+            raise ValueError("steps, keys, values and wall_times must have the same length")
+        keep = (codes >= 0) & np.isfinite(steps)
+        if not keep.all():
+            steps, values, wall_times, codes = steps[keep], values[keep], wall_times[keep], codes[keep]
+        # A stable sort on the key code alone is a radix sort; log order within a key survives.
+        order = np.argsort(codes, kind="stable")
+        codes_sorted = codes[order]
+        bounds = np.flatnonzero(np.diff(codes_sorted)) + 1
+        starts = np.concatenate(([0], bounds))
+        ends = np.concatenate((bounds, [len(order)]))
+        first_seen = {}
+        series: dict[str, Series] = {}
+        notes: list[str] = []
+        for start, end in zip(starts, ends):
+            if start == end:
+                continue
+            idx = order[start:end]
+            code = int(codes_sorted[start])
+            key = str(uniques[code])
+            s, v, w = steps[idx], values[idx], wall_times[idx]
+            s, v, w, note = _normalize_steps(key, s, v, w)
+            if note:
+                notes.append(note)
+            series[key] = Series(s, v, w)
+            first_seen[key] = int(idx[0])
+        ordered = dict(sorted(series.items(), key=lambda kv: first_seen[kv[0]]))
+        return cls(ref, ordered, notes)
+
+    @classmethod
+    def from_frame(cls, ref: RunRef, frame: pd.DataFrame) -> RunHistory:
+        """Build from a long DataFrame with columns ``step, key, value`` and optionally ``wall_time``."""
+        wall = frame["wall_time"].to_numpy() if "wall_time" in frame else None
+        keys = frame["key"]
+        # Categorical keys (e.g. a dictionary-encoded Parquet column) skip re-hashing every row.
+        keys = keys.array if isinstance(keys.dtype, pd.CategoricalDtype) else keys.to_numpy()
+        return cls.from_long(ref, frame["step"].to_numpy(), keys, frame["value"].to_numpy(), wall)
+
+    @classmethod
+    def from_series(cls, ref: RunRef, data: Mapping[str, tuple[Any, Any] | Series]) -> RunHistory:
+        """Build from ``{key: (steps, values)}``; convenient in tests and the in-training monitor."""
+        rows_s, rows_k, rows_v, rows_w = [], [], [], []
+        for key, item in data.items():
+            if isinstance(item, Series):
+                s, v, w = item
+            else:
+                s, v = item[0], item[1]
+                w = np.full(len(s), np.nan)
+            rows_s.append(np.asarray(s, dtype=np.float64))
+            rows_v.append(np.asarray(v, dtype=np.float64))
+            rows_w.append(np.asarray(w, dtype=np.float64))
+            rows_k.append(np.full(len(s), key, dtype=object))
+        if not rows_s:
+            return cls(ref, {})
+        return cls.from_long(
+            ref, np.concatenate(rows_s), np.concatenate(rows_k), np.concatenate(rows_v), np.concatenate(rows_w)
+        )
+
+    # -- access -----------------------------------------------------------------------------
+    def keys(self) -> list[str]:
+        return list(self._series)
+
+    def get(self, key: str) -> Series | None:
+        return self._series.get(key)
+
+    def __getitem__(self, key: str) -> Series:
+        return self._series[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._series
+
+    def __len__(self) -> int:
+        return len(self._series)
+
+    @property
+    def n_points(self) -> int:
+        return sum(len(s) for s in self._series.values())
+
+    @property
+    def last_step(self) -> float | None:
+        ends = [s.steps[-1] for s in self._series.values() if len(s)]
+        return max(ends) if ends else None
+
+    def with_ref(self, ref: RunRef) -> RunHistory:
+        return RunHistory(ref, self._series, self.notes)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Long DataFrame (``step, key, value, wall_time``), for writers and caches."""
+        parts = [
+            pd.DataFrame({"step": s.steps, "key": k, "value": s.values, "wall_time": s.wall_times})
+            for k, s in self._series.items()
+        ]
+        if not parts:
+            return pd.DataFrame({"step": [], "key": [], "value": [], "wall_time": []})
+        return pd.concat(parts, ignore_index=True)
+
+
+def _to_float(values: Any) -> np.ndarray:
+    """Values as float64; strings that are not numbers become NaN (reported by the readers)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "fiub":
+        return arr.astype(np.float64, copy=False)
+    return pd.to_numeric(pd.Series(arr, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+
+
+def _normalize_steps(key: str, s: np.ndarray, v: np.ndarray, w: np.ndarray):
+    """Sort one metric's points by step, re-base restarted step counters, drop duplicate steps."""
+    note = ""
+    if len(s) > 1:
+        d = np.diff(s)
+        if (d < 0).any():
+            drops = np.flatnonzero(d < 0) + 1
+            # A restart: the counter falls back to (or below) where this metric's segment began.
+            seg_start = np.concatenate(([0], drops))
+            # A single out-of-order point is just unsorted, not a restart.
+            restarts = [i for j, i in enumerate(drops) if s[i] <= s[seg_start[j]] and i - seg_start[j] > 1]
+            if restarts:
+                offset = np.zeros(len(s))
+                add = 0.0
+                bounds = list(restarts) + [len(s)]
+                prev = 0
+                for b in bounds:
+                    offset[prev:b] = add
+                    add = (s[prev:b].max() + add) - s[b] + 1 if b < len(s) else add
+                    prev = b
+                s = s + offset
+                note = f"{key}: step counter restarted {len(restarts)} time(s); steps re-based to one timeline"
+            if (np.diff(s) < 0).any():
+                order = np.argsort(s, kind="stable")
+                s, v, w = s[order], v[order], w[order]
+        dup = np.diff(s) == 0
+        if dup.any():
+            # Keep the last value logged for a step, as trackers do when a step is re-logged.
+            last = np.concatenate((~dup, [True]))
+            s, v, w = s[last], v[last], w[last]
+    return s, v, w, note
+
+
+# -- results ------------------------------------------------------------------------------------
+def _clean_number(x: float | None) -> float | None | str:
+    """JSON has no NaN/Inf: write them as strings so the evidence stays readable."""
+    if x is None:
+        return None
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One measured fact behind a finding: which metric, over which steps, observed vs threshold."""
+
+    metric: str
+    observed: float | None
+    threshold: float | None = None
+    step_start: float | None = None
+    step_end: float | None = None
+    code: str = ""  # stable reason code, e.g. "grad_norm_spike"
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "metric": self.metric,
+            "step_start": _clean_number(self.step_start),
+            "step_end": _clean_number(self.step_end),
+            "observed": _clean_number(self.observed),
+            "threshold": _clean_number(self.threshold),
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The outcome of one diagnosis on one run."""
+
+    id: str
+    level: str
+    title: str
+    message: str
+    recommendation: str = ""
+    evidence: tuple[Evidence, ...] = ()
+
+    @property
+    def is_problem(self) -> bool:
+        return self.level in (WARNING, CRITICAL)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "level": self.level,
+            "title": self.title,
+            "message": self.message,
+            "recommendation": self.recommendation,
+            "evidence": [e.to_dict() for e in self.evidence],
+        }
+
+
+@dataclass(frozen=True)
+class DimensionScore:
+    """One scorecard dimension: 0-100 (higher is healthier) or None with the reason."""
+
+    name: str
+    score: float | None
+    basis: Mapping[str, float] = field(default_factory=dict, compare=False, hash=False)
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "score": self.score,
+            "basis": {k: _clean_number(v) for k, v in self.basis.items()},
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """Everything trackerhealth concluded about one run."""
+
+    run: RunRef
+    score: float | None
+    dimensions: tuple[DimensionScore, ...]
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...] = ()
+    n_points: int = 0
+    last_step: float | None = None
+
+    @property
+    def problems(self) -> tuple[Finding, ...]:
+        """Warning and critical findings, worst first."""
+        found = [f for f in self.findings if f.is_problem]
+        return tuple(sorted(found, key=lambda f: -LEVEL_RANK[f.level]))
+
+    @property
+    def status(self) -> str:
+        """`ok`, `warning` or `critical`: the worst finding's level."""
+        worst = max((LEVEL_RANK[f.level] for f in self.findings), default=0)
+        return {0: OK, 1: WARNING, 2: CRITICAL}[max(worst, 0)]
+
+    @property
+    def scores(self) -> dict[str, float | None]:
+        return {d.name: d.score for d in self.dimensions}
+
+    def finding(self, diagnosis_id: str) -> Finding | None:
+        return next((f for f in self.findings if f.id == diagnosis_id), None)
+
+    def to_dict(self, full: bool = False) -> dict[str, Any]:
+        """The contract's JSON object for one run; ``full`` adds ok/skipped/error findings."""
+        shown = self.findings if full else self.problems
+        return {
+            "run": self.run.to_dict(),
+            "status": self.status,
+            "score": self.score,
+            "scores": self.scores,
+            "score_basis": {d.name: d.to_dict() for d in self.dimensions},
+            "findings": [f.to_dict() for f in shown],
+            "notes": list(self.notes),
+            "points": self.n_points,
+            "last_step": self.last_step,
+        }

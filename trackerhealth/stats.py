@@ -1,0 +1,173 @@
+"""Robust statistics shared by the diagnoses: binning, rolling medians, trends, spikes, periods.
+
+Everything works on runs of any length and cadence: long series are reduced to a bounded number of
+bins first (so a 10^7-step run costs the same as a 10^4-step one), and every statistic is relative
+or robust (median/MAD) so the scale of the loss does not matter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import ndimage, stats
+
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class Binned:
+    """A series reduced to equal-count bins: per-bin step centre, median, min and max."""
+
+    steps: np.ndarray
+    median: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+def binned(steps: np.ndarray, values: np.ndarray, n_bins: int = 200) -> Binned:
+    """Reduce to at most ``n_bins`` equal-count bins (finite values only)."""
+    mask = np.isfinite(values)
+    steps, values = steps[mask], values[mask]
+    n = len(values)
+    if n <= n_bins:
+        return Binned(steps, values, values, values)
+    size = n // n_bins
+    cut = size * n_bins
+    # Equal-count bins; the remainder joins the last bin's range through the edge handling below.
+    v = values[n - cut:].reshape(n_bins, size)
+    s = steps[n - cut:].reshape(n_bins, size)
+    return Binned(s[:, size // 2], np.median(v, axis=1), v.min(axis=1), v.max(axis=1))
+
+
+def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
+    window = max(1, min(int(window), len(values)))
+    if window % 2 == 0:
+        window += 1
+    if window <= 1 or len(values) == 0:
+        return values.copy()
+    return ndimage.median_filter(values, size=window, mode="nearest")
+
+
+def mad(values: np.ndarray) -> float:
+    """Median absolute deviation scaled to a normal sigma."""
+    if len(values) == 0:
+        return float("nan")
+    med = np.median(values)
+    return float(MAD_TO_SIGMA * np.median(np.abs(values - med)))
+
+
+def trend(steps: np.ndarray, values: np.ndarray) -> tuple[float, float]:
+    """Theil-Sen slope (per step) and Spearman correlation of values against steps."""
+    if len(values) < 3 or np.ptp(steps) == 0:
+        return 0.0, 0.0
+    if len(values) > 400:  # Theil-Sen is quadratic; the trend of 400 bins is the same trend
+        b = binned(steps, values, 400)
+        steps, values = b.steps, b.median
+    slope = stats.theilslopes(values, steps)[0]
+    rho = stats.spearmanr(steps, values)[0]
+    return float(slope), float(0.0 if np.isnan(rho) else rho)
+
+
+def level(values: np.ndarray) -> float:
+    """A robust typical level of a loss-like series."""
+    finite = values[np.isfinite(values)]
+    return float(np.median(finite)) if len(finite) else float("nan")
+
+
+def spikes(values: np.ndarray, window: int, z: float, min_rel: float) -> np.ndarray:
+    """Indices of isolated upward spikes: far above a rolling median in robust (MAD) units.
+
+    ``min_rel`` also asks the excess to be a fraction of the local level, so a perfectly flat
+    series with a tiny wobble does not produce spikes out of a near-zero MAD.
+    """
+    if len(values) < 5:
+        return np.array([], dtype=np.int64)
+    base = rolling_median(values, window)
+    resid = values - base
+    scale = mad(resid)
+    if not np.isfinite(scale) or scale == 0:
+        scale = np.finfo(float).eps
+    excess = resid / scale
+    local = np.abs(base) + 1e-12
+    hit = (excess > z) & (resid > min_rel * local)
+    idx = np.flatnonzero(hit)
+    if len(idx) == 0:
+        return idx
+    # Collapse runs of adjacent hits to the tallest point: one spike, one index.
+    groups = np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1)
+    return np.array([g[np.argmax(resid[g])] for g in groups], dtype=np.int64)
+
+
+def dominant_period(positions: np.ndarray, tolerance: float = 0.12) -> tuple[float, float]:
+    """The period that best explains event positions, and the share of gaps it explains.
+
+    Gaps that are a whole multiple of the period count as explained (a sparsely logged spike can
+    be missed between two logged points).
+    """
+    if len(positions) < 3:
+        return float("nan"), 0.0
+    gaps = np.diff(np.sort(positions))
+    gaps = gaps[gaps > 0]
+    if len(gaps) < 2:
+        return float("nan"), 0.0
+    best_period, best_share = float("nan"), 0.0
+    for candidate in np.unique(np.round(gaps, 6)):
+        multiple = gaps / candidate
+        near = np.abs(multiple - np.round(multiple)) <= tolerance
+        near &= np.round(multiple) >= 1
+        share = float(near.mean())
+        if share > best_share + 1e-9 or (abs(share - best_share) < 1e-9 and candidate > best_period):
+            # Refine the period as the median of the gaps it explains, normalised by multiple.
+            explained = gaps[near] / np.round(multiple[near])
+            best_period, best_share = float(np.median(explained)), share
+    return best_period, best_share
+
+
+def lr_restarts(lr_steps: np.ndarray | None, lr_values: np.ndarray | None, rel_jump: float = 0.5) -> np.ndarray:
+    """Steps where the learning rate jumps up (a schedule restart or warm-up end), for exclusion."""
+    if lr_steps is None or lr_values is None or len(lr_values) < 2:
+        return np.array([])
+    v = lr_values
+    prev = np.maximum(np.abs(v[:-1]), 1e-30)
+    jump = (v[1:] - v[:-1]) / prev > rel_jump
+    return lr_steps[1:][jump]
+
+
+def warmup_end(lr_steps: np.ndarray | None, lr_values: np.ndarray | None) -> float | None:
+    """The step at which a learning-rate warm-up ends (its first peak), or None."""
+    if lr_steps is None or lr_values is None or len(lr_values) < 3:
+        return None
+    finite = np.isfinite(lr_values)
+    v, s = lr_values[finite], lr_steps[finite]
+    if len(v) < 3:
+        return None
+    peak = int(np.argmax(v))
+    if peak == 0 or v[0] >= 0.9 * v[peak]:
+        return None
+    return float(s[peak])
+
+
+def local_noise(values: np.ndarray, chunk: int = 5) -> tuple[float, float]:
+    """Fluctuation of a series about its short moving level, and that level (both robust).
+
+    The series is cut into consecutive chunks of ``chunk`` points (a short moving window); the
+    fluctuation is the median over chunks of the within-chunk MAD, the level the median of the
+    chunk medians' absolute value. O(n), so a 10^7-point loss costs one reshape.
+    """
+    values = values[np.isfinite(values)]
+    n = (len(values) // chunk) * chunk
+    if n < 2 * chunk:
+        return float("nan"), float("nan")
+    v = values[len(values) - n:].reshape(-1, chunk)
+    med = np.median(v, axis=1)
+    spread = MAD_TO_SIGMA * np.median(np.abs(v - med[:, None]), axis=1)
+    return float(np.median(spread)), float(np.median(np.abs(med)))
+
+
+def head_tail(values: np.ndarray, head: float = 0.1, tail: float = 0.2) -> tuple[float, float]:
+    """Robust level of the first ``head`` and last ``tail`` shares of a series."""
+    n = len(values)
+    h = values[: max(1, int(n * head))]
+    t = values[n - max(1, int(n * tail)):]
+    return float(np.median(h)), float(np.median(t))

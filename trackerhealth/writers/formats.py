@@ -1,0 +1,116 @@
+"""Render health reports as a terminal table, Markdown, or the contract's JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..schema import DIMENSIONS, Evidence, HealthReport
+
+FORMATS = ("table", "markdown", "json")
+_SHORT = {
+    "convergence_speed": "conv",
+    "stability": "stab",
+    "gradient_health": "grad",
+    "resource_efficiency": "res",
+    "overfitting_risk": "ovf",
+}
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.0f}"
+
+
+def _evidence_line(e: Evidence) -> str:
+    steps = ""
+    if e.step_start is not None:
+        steps = f" steps {e.step_start:,.0f}" + (f"–{e.step_end:,.0f}" if e.step_end is not None and e.step_end != e.step_start else "")
+    vs = f" (threshold {e.threshold:.4g})" if e.threshold is not None else ""
+    obs = f"{e.observed:.4g}" if e.observed is not None else "n/a"
+    detail = f" — {e.detail}" if e.detail else ""
+    return f"{e.metric}{steps}: {obs}{vs}{detail}"
+
+
+def to_json(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (), full: bool = False, summary: dict | None = None) -> str:
+    doc: dict[str, Any] = {"runs": [r.to_dict(full=full) for r in reports], "errors": list(errors)}
+    if summary is not None:
+        doc["summary"] = summary
+    return json.dumps(doc, indent=2, allow_nan=False)
+
+
+def to_table(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (), verbose: bool = True) -> str:
+    lines = []
+    width = max([len(r.run.name or r.run.id) for r in reports] + [3])
+    width = min(width, 48)
+    head = f"{'run':<{width}}  {'score':>5}  " + "  ".join(f"{_SHORT[d]:>4}" for d in DIMENSIONS) + "  status    findings"
+    lines.append(head)
+    lines.append("-" * len(head))
+    for r in reports:
+        name = (r.run.name or r.run.id)[:width]
+        dims = "  ".join(f"{_num(r.scores[d]):>4}" for d in DIMENSIONS)
+        ids = ", ".join(f.id for f in r.problems) or "-"
+        lines.append(f"{name:<{width}}  {_num(r.score):>5}  {dims}  {r.status:<8}  {ids}")
+    if verbose:
+        for r in reports:
+            if not r.problems and not r.notes:
+                continue
+            lines.append("")
+            lines.append(f"== {r.run.name or r.run.id}  ({r.run.tracker}: {r.run.project}/{r.run.id})")
+            for f in r.problems:
+                lines.append(f"  [{f.level.upper()}] {f.id}: {f.message}")
+                for e in f.evidence:
+                    lines.append(f"      · {_evidence_line(e)}")
+                lines.append(f"      fix: {f.recommendation}")
+            for note in r.notes:
+                lines.append(f"  note: {note}")
+    for err in errors:
+        lines.append(f"error: {err.get('source', '?')}: {err.get('message', '')}")
+    lines.append("")
+    lines.append("dimensions: conv=convergence_speed stab=stability grad=gradient_health res=resource_efficiency ovf=overfitting_risk (0-100, higher is healthier; — = not logged)")
+    return "\n".join(lines)
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = ()) -> str:
+    out = ["## Training health", ""]
+    crit = sum(r.status == "critical" for r in reports)
+    warn = sum(r.status == "warning" for r in reports)
+    out.append(f"{len(reports)} run(s): {crit} critical, {warn} warning, {len(reports) - crit - warn} healthy.")
+    out.append("")
+    out.append("| run | score | " + " | ".join(DIMENSIONS) + " | status | findings |")
+    out.append("|---|---:|" + "---:|" * len(DIMENSIONS) + "---|---|")
+    for r in sorted(reports, key=lambda r: (r.score is None, r.score if r.score is not None else 0)):
+        name = _md_escape(r.run.name or r.run.id)
+        if r.run.url:
+            name = f"[{name}]({r.run.url})"
+        dims = " | ".join(_num(r.scores[d]) for d in DIMENSIONS)
+        ids = ", ".join(f"`{f.id}`" for f in r.problems) or "—"
+        out.append(f"| {name} | {_num(r.score)} | {dims} | {r.status} | {ids} |")
+    for r in reports:
+        if not r.problems:
+            continue
+        out.append("")
+        out.append(f"### {_md_escape(r.run.name or r.run.id)}")
+        for f in r.problems:
+            out.append(f"- **{f.level}** `{f.id}` — {_md_escape(f.message)}")
+            for e in f.evidence:
+                out.append(f"  - {_md_escape(_evidence_line(e))}")
+            out.append(f"  - *Fix:* {_md_escape(f.recommendation)}")
+    if errors:
+        out.append("")
+        out.append("### Errors")
+        for err in errors:
+            out.append(f"- `{_md_escape(str(err.get('source', '?')))}`: {_md_escape(str(err.get('message', '')))}")
+    return "\n".join(out) + "\n"
+
+
+def render(fmt: str, reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (), **kw) -> str:
+    if fmt == "json":
+        return to_json(reports, errors, **kw)
+    if fmt == "markdown":
+        return to_markdown(reports, errors)
+    return to_table(reports, errors)
