@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import traceback
 
+import numpy as np
+
 from . import diagnoses, scorecard
 from .config import Config
 from .roles import resolve
@@ -15,7 +17,11 @@ from .schema import ERROR, Finding, HealthReport, RunHistory
 
 
 def analyze(history: RunHistory, config: Config | None = None) -> HealthReport:
-    config = config or Config()
+    with np.errstate(all="ignore"):  # overflow in a 1e308 loss is evidence, not a warning to print
+        return _analyze(history, config or Config())
+
+
+def _analyze(history: RunHistory, config: Config) -> HealthReport:
     view = resolve(history, config.roles, config.units)
     findings: list[Finding] = []
     for diag_id, diag in diagnoses.REGISTRY.items():

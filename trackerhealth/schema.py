@@ -110,7 +110,7 @@ class RunHistory:
         else:
             wall_times = _to_float(wall_times)
         if isinstance(keys, pd.Categorical):
-            codes, uniques = keys.codes.astype(np.int64), list(keys.categories)
+            codes, uniques = np.asarray(keys.codes), list(keys.categories)
         else:
             codes, uniques = pd.factorize(np.asarray(keys, dtype=object), sort=False)
             uniques = list(uniques)
@@ -119,20 +119,20 @@ class RunHistory:
         keep = (codes >= 0) & np.isfinite(steps)
         if not keep.all():
             steps, values, wall_times, codes = steps[keep], values[keep], wall_times[keep], codes[keep]
-        # A stable sort on the key code alone is a radix sort; log order within a key survives.
-        order = np.argsort(codes, kind="stable")
-        codes_sorted = codes[order]
-        bounds = np.flatnonzero(np.diff(codes_sorted)) + 1
-        starts = np.concatenate(([0], bounds))
-        ends = np.concatenate((bounds, [len(order)]))
+        # A stable sort on the key code alone is a radix sort (fastest on the narrowest integer
+        # type); log order within a key survives.
+        narrow = np.int16 if len(uniques) < 2**15 else np.int32 if len(uniques) < 2**31 else np.int64
+        order = np.argsort(codes.astype(narrow, copy=False), kind="stable")
+        counts = np.bincount(codes, minlength=len(uniques)) if len(codes) else np.zeros(len(uniques), np.int64)
+        ends = np.cumsum(counts)
+        starts = ends - counts
         first_seen = {}
         series: dict[str, Series] = {}
         notes: list[str] = []
-        for start, end in zip(starts, ends):
+        for code, (start, end) in enumerate(zip(starts, ends)):
             if start == end:
                 continue
             idx = order[start:end]
-            code = int(codes_sorted[start])
             key = str(uniques[code])
             s, v, w = steps[idx], values[idx], wall_times[idx]
             s, v, w, note = _normalize_steps(key, s, v, w)

@@ -13,7 +13,8 @@ the loader does not shuffle, or one shard or batch is corrupt (bad labels, extre
 sequence or image size far outside the rest).
 
 **Thresholds.** ``z`` (6), ``min_rel`` (0.15), ``min_spikes`` (4), ``regular_share`` (0.7),
-``window`` (9 points of rolling baseline), ``critical_height`` (1.0: spikes that double the loss).
+``window`` (9 points of rolling baseline), ``critical_height`` (1.0: spikes that double the loss),
+``min_points`` (40).
 
 **Fix.** Shuffle the data every epoch (``DataLoader(shuffle=True)``, a new seed per epoch for
 distributed samplers); find the batch at the spike steps (log sample ids) and check its labels and

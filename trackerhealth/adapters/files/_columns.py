@@ -1,0 +1,129 @@
+"""Arrow columns as float arrays, keeping "not logged" (a blank) apart from a logged NaN.
+
+Every tabular reader ends in a :class:`pyarrow.Table`; these helpers turn one of its columns into
+``present`` (a value was logged in that row) and ``values`` (float64; NaN/Inf kept as logged).
+Text that is not a number ("abc", "12h:03m") is counted and left out rather than turned into a
+NaN, so that a stray string never reads as a diverged loss.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Spellings of a logged non-finite value; any other non-number text is not a value.
+NONFINITE_TOKENS = ("nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity")
+# Cells that mean "nothing logged here" (never "nan": that one is a value).
+NULL_TOKENS = ("", "null", "NULL", "None", "none", "NA", "N/A", "n/a", "#N/A", "<NA>")
+
+
+@dataclass
+class Numeric:
+    """One column as numbers: ``present`` rows hold a value (possibly NaN/Inf) in ``values``."""
+
+    present: np.ndarray
+    values: np.ndarray
+    n_text: int = 0  # cells holding text that is not a number (left out of ``present``)
+    example: str = ""  # one such cell, for the note
+
+    @property
+    def n_numbers(self) -> int:
+        return int(self.present.sum())
+
+    def note(self, column: str) -> str:
+        if not self.n_text:
+            return ""
+        return f"{self.n_text} non-numeric value(s) in column '{column}' ignored (e.g. {self.example!r})"
+
+
+def _flat(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    return col
+
+
+def _valid(col: pa.Array) -> np.ndarray:
+    if col.null_count == 0:
+        return np.ones(len(col), dtype=bool)
+    return col.is_valid().to_numpy(zero_copy_only=False)
+
+
+def to_numeric(col: pa.ChunkedArray | pa.Array) -> Numeric | None:
+    """The column as numbers, or None when it holds no numbers at all (text, bools, nested data)."""
+    col = _flat(col)
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        present = _valid(col)
+        if not pa.types.is_float64(t):
+            col = col.cast(pa.float64())
+        values = col.to_numpy(zero_copy_only=False)
+        return Numeric(present, np.asarray(values, dtype=np.float64))
+    if pa.types.is_timestamp(t):
+        present = _valid(col)
+        values = col.cast(pa.timestamp("ns", tz=t.tz)).cast(pa.int64()).to_numpy(zero_copy_only=False)
+        return Numeric(present, np.asarray(values, dtype=np.float64) / 1e9)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return _text_to_numeric(col)
+    return None
+
+
+def _text_to_numeric(col: pa.Array) -> Numeric | None:
+    trimmed = pc.utf8_trim_whitespace(col)
+    present = _valid(col) & ~pc.is_in(trimmed, value_set=pa.array(NULL_TOKENS)).to_numpy(zero_copy_only=False)
+    values = pd.to_numeric(pd.Series(trimmed.to_numpy(zero_copy_only=False), dtype=object), errors="coerce")
+    values = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    nonfinite_token = pc.is_in(pc.utf8_lower(trimmed), value_set=pa.array(NONFINITE_TOKENS))
+    nonfinite_token = nonfinite_token.to_numpy(zero_copy_only=False)
+    text = present & np.isnan(values) & ~nonfinite_token
+    n_text = int(text.sum())
+    present &= ~text
+    if not present.any():
+        return None
+    if n_text > present.sum():
+        return None  # a text column with the odd number in it, not a metric
+    example = str(trimmed[int(np.flatnonzero(text)[0])].as_py()) if n_text else ""
+    return Numeric(present, values, n_text, example[:40])
+
+
+def records_to_table(rows: list[dict]) -> pa.Table:
+    """Rows of parsed JSON as a table: numeric columns float64 with nulls where a key is absent.
+
+    A column mixing numbers with text becomes text (numbers written back as ``repr``, NaN as
+    ``nan``) so that :func:`to_numeric` can count the text cells; nested values become JSON text.
+    """
+    n = len(rows)
+    order: dict[str, None] = {}
+    for row in rows:
+        for key in row:
+            order.setdefault(key, None)
+    arrays, names = [], []
+    for key in order:
+        cells = [row.get(key) for row in rows]
+        if all(c is None or (isinstance(c, (int, float)) and not isinstance(c, bool)) for c in cells):
+            present = np.fromiter((c is not None for c in cells), dtype=bool, count=n)
+            values = np.fromiter((math.nan if c is None else c for c in cells), dtype=np.float64, count=n)
+            arrays.append(pa.array(values, mask=~present))
+        else:
+            arrays.append(pa.array([None if c is None else _as_text(c) for c in cells], type=pa.string()))
+        names.append(str(key))
+    return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
+
+
+def _as_text(cell: object) -> str:
+    if isinstance(cell, str):
+        return cell
+    if isinstance(cell, bool):
+        return "true" if cell else "false"
+    if isinstance(cell, float):
+        return repr(cell)  # nan / inf / -inf: read back as logged non-finite values
+    if isinstance(cell, (dict, list)):
+        return json.dumps(cell)
+    return str(cell)

@@ -1,0 +1,28 @@
+"""The one exception the file reader raises for input it cannot use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SUPPORTED = (
+    "long or wide CSV/TSV (.csv, .tsv, optionally gzip'd), JSON lines (.jsonl, .ndjson, detectron2 "
+    "metrics.json) and Parquet (.parquet) tables; HF Trainer trainer_state.json; Lightning metrics.csv; "
+    "MLflow run folders (meta.yaml + metrics/), experiment folders and mlruns roots; "
+    "TensorBoard event files (events.out.tfevents.*)"
+)
+
+
+class InputError(ValueError):
+    """A file or folder that cannot be read as training metrics; the message says how to fix it."""
+
+    def __init__(self, path: str | Path | None, problem: str):
+        self.path = None if path is None else Path(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}" if self.path is not None else problem)
+
+
+class NotMetrics(InputError):
+    """A readable file that simply is not a metrics log (a dataset CSV, a config JSON).
+
+    Reading one file, this is an error like any other; walking a folder, such files are skipped.
+    """

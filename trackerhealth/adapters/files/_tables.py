@@ -1,0 +1,289 @@
+"""A table (from CSV, JSON lines, Parquet or a JSON document) as one or more run histories.
+
+Two layouts are understood:
+
+* **long** -- one row per logged value: a step column, a key column (``key``/``metric``/``tag``/
+  ``name``), a ``value`` column and optionally a wall-time column;
+* **wide** -- one row per logging call: a step column plus one column per metric; a blank cell
+  means "not logged in this row", an explicit ``nan``/``inf`` is a logged value.
+
+A ``run``/``run_id`` column splits the table into several runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...schema import RunHistory
+from ._columns import Numeric, to_numeric
+from ._common import Origin, build_history, categorical, seconds, unique_names
+from ._errors import InputError, NotMetrics
+
+STEP_NAMES = ("step", "global_step", "_step", "iteration", "iter", "trainer/global_step", "train/global_step", "epoch")
+KEY_NAMES = ("key", "metric", "tag", "name", "metric_name", "metric_key")
+VALUE_NAMES = ("value",)
+RUN_NAMES = ("run", "run_id", "run_name")
+WALL_NAMES = ("wall_time", "walltime", "_timestamp", "_wall_time")
+# Names that are a wall clock in a long table but, in a wide one, are often a duration metric
+# (detectron2 logs ``time`` = seconds per iteration): there they must look like unix times.
+MAYBE_WALL_NAMES = ("timestamp", "time", "date", "datetime")
+_UNIX_1990 = 6.3e8
+
+STEP_HINT = "pass --step-column NAME if your step column has another name"
+LAYOUT_HINT = (
+    "expected a long table with columns step,key,value or a wide table with a step column and "
+    "one numeric column per metric"
+)
+
+
+def _norm(name: str) -> str:
+    return name.strip().lstrip("\ufeff").lower().replace(" ", "_").replace("-", "_")
+
+
+class _Columns:
+    """Column lookup by the loose spellings people use (``Step``, ``Wall time``, ``global-step``)."""
+
+    def __init__(self, table: pa.Table):
+        self.names = list(table.column_names)
+        self.by_norm: dict[str, str] = {}
+        for name in self.names:
+            self.by_norm.setdefault(_norm(name), name)
+
+    def find(self, candidates: tuple[str, ...]) -> str | None:
+        for cand in candidates:
+            if cand in self.by_norm:
+                return self.by_norm[cand]
+        return None
+
+    def explicit(self, path, name: str) -> str:
+        if name in self.names:
+            return name
+        if _norm(name) in self.by_norm:
+            return self.by_norm[_norm(name)]
+        shown = ", ".join(self.names[:20]) + (" ..." if len(self.names) > 20 else "")
+        raise InputError(path, f"step column {name!r} (from --step-column) not found; the columns are: {shown}")
+
+
+def table_histories(
+    table: pa.Table,
+    origin: Origin,
+    *,
+    step_column: str | None = None,
+    split_restarts: bool = False,
+    require_step: bool = False,
+    notes: tuple[str, ...] = (),
+) -> list[RunHistory]:
+    """All runs in ``table``; ``split_restarts`` starts a new run where the step falls back to the start."""
+    if table.num_columns == 0:
+        raise NotMetrics(origin.path, f"no columns found; {LAYOUT_HINT}")
+    table = table.rename_columns(unique_names(n.strip().lstrip("\ufeff") for n in table.column_names))
+    cols = _Columns(table)
+    step = cols.explicit(origin.path, step_column) if step_column else cols.find(STEP_NAMES)
+    key, value = cols.find(KEY_NAMES), cols.find(VALUE_NAMES)
+    if table.num_rows == 0:
+        return [RunHistory(origin.ref(), {}, notes + ("the file has a header but no rows: nothing was logged yet",))]
+    if key is not None and value is not None and key != step and value != step:
+        return _long(table, cols, origin, step, key, value, notes)
+    return _wide(table, cols, origin, step, split_restarts, require_step, notes)
+
+
+# -- long ---------------------------------------------------------------------------------------
+def _keys(col: pa.ChunkedArray) -> pd.Categorical:
+    """The key column as a Categorical, hashing each distinct key once (in Arrow), not per row."""
+    if not pa.types.is_dictionary(col.type):
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            col = col.cast(pa.string())
+        col = pc.dictionary_encode(col)
+    series = col.to_pandas()  # Arrow unifies the chunks' dictionaries
+    cat = series.array if isinstance(series, pd.Series) else series
+    return pd.Categorical.from_codes(
+        np.asarray(cat.codes), categories=pd.Index([str(c) for c in cat.categories], dtype=object), validate=False
+    )
+
+
+def _long(table, cols, origin, step, key, value, notes) -> list[RunHistory]:
+    notes = list(notes)
+    path = origin.path
+    keys = _keys(table.column(key))
+    codes = keys.codes
+    num = to_numeric(table.column(value))
+    if num is None:
+        raise InputError(path, f"long table: column {value!r} holds no numbers; {LAYOUT_HINT}")
+    if num.note(value):
+        notes.append(num.note(value))
+    keep = num.present & (codes >= 0)
+    if step is not None:
+        steps = _step_numbers(table.column(step), path, step)
+        _note_dropped(notes, keep, np.isfinite(steps), step)
+    else:
+        # Without a step column each key's own count of logged values is its step.
+        steps = pd.Series(codes).groupby(codes).cumcount().to_numpy(dtype=np.float64)
+        notes.append(f"no step column found (looked for {', '.join(STEP_NAMES)}); each key's value count "
+                     f"is used as its step — {STEP_HINT}")
+    wall = _long_wall(table, cols)
+    run = cols.find(RUN_NAMES)
+    used = {step, key, value, run, cols.find(WALL_NAMES + MAYBE_WALL_NAMES)}
+    extra = [c for c in cols.names if c not in used]
+    if extra:
+        notes.append(f"long table: column(s) {', '.join(extra[:10])} ignored")
+    out = []
+    for part, rows in _groups(table, run, origin, len(steps)):
+        idx = np.flatnonzero(keep if rows is None else keep & rows)
+        if len(idx) == len(steps):
+            sub_keys, sub = keys, slice(None)
+        else:
+            sub_keys, sub = categorical(codes[idx], list(keys.categories)), idx
+        out.append(build_history(part, steps[sub], sub_keys, num.values[sub],
+                                 None if wall is None else wall[sub], notes))
+    return out
+
+
+def _long_wall(table, cols) -> np.ndarray | None:
+    name = cols.find(WALL_NAMES + MAYBE_WALL_NAMES)
+    if name is None:
+        return None
+    num = to_numeric(table.column(name))
+    if num is None:
+        return None
+    return seconds(np.where(num.present, num.values, np.nan))
+
+
+# -- wide ---------------------------------------------------------------------------------------
+def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> list[RunHistory]:
+    notes = list(notes)
+    path = origin.path
+    n = table.num_rows
+    wall_name, wall = _wide_wall(table, cols)
+    run = cols.find(RUN_NAMES)
+    metrics: list[tuple[str, Numeric]] = []
+    skipped = []
+    for name in cols.names:
+        if name in (step, wall_name, run):
+            continue
+        num = to_numeric(table.column(name))
+        if num is None:
+            if table.column(name).null_count < n:
+                skipped.append(name)
+            continue
+        if num.note(name):
+            notes.append(num.note(name))
+        metrics.append((name, num))
+    if not metrics:
+        raise NotMetrics(path, f"no numeric metric columns found; {LAYOUT_HINT} — {STEP_HINT}")
+    if skipped:
+        notes.append(f"non-numeric column(s) ignored: {', '.join(skipped[:10])}"
+                     + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""))
+    if step is None:
+        if require_step:
+            raise NotMetrics(path, f"no step column found (looked for {', '.join(STEP_NAMES)}) — {STEP_HINT}")
+        steps = np.arange(n, dtype=np.float64)
+        notes.append(f"no step column found (looked for {', '.join(STEP_NAMES)}); the row number is used "
+                     f"as the step — {STEP_HINT}")
+    else:
+        steps = _step_numbers(table.column(step), path, step)
+        _note_dropped(notes, np.ones(n, dtype=bool), np.isfinite(steps), step)
+    names = [name for name, _ in metrics]
+    if len(names) == 1 and _norm(names[0]) in VALUE_NAMES:
+        names = [origin.name]  # TensorBoard's CSV download: Wall time,Step,Value for one tag
+    groups = list(_groups(table, run, origin, n))
+    if split_restarts and run is None:
+        groups = [(origin.part(i + 1), rows) for i, rows in enumerate(_restart_segments(steps))]
+        if len(groups) > 1:
+            notes.append(f"the step counter starts over {len(groups) - 1} time(s): read as {len(groups)} runs")
+    out = []
+    for part, rows in groups:
+        out.append(_wide_history(part, steps, wall, metrics, names, rows, notes))
+    return out
+
+
+def _wide_history(origin, steps, wall, metrics, names, rows, notes) -> RunHistory:
+    finite_step = np.isfinite(steps)
+    if rows is not None:
+        finite_step = finite_step & rows
+    idx_parts, code_parts = [], []
+    for j, (_, num) in enumerate(metrics):
+        idx = np.flatnonzero(num.present & finite_step)
+        idx_parts.append(idx)
+        code_parts.append(np.full(len(idx), j, dtype=np.int32))
+    idx = np.concatenate(idx_parts)
+    vals = np.concatenate([num.values[i] for (_, num), i in zip(metrics, idx_parts)])
+    codes = np.concatenate(code_parts)
+    return build_history(origin, steps[idx], categorical(codes, names), vals,
+                         None if wall is None else wall[idx], notes)
+
+
+def _wide_wall(table, cols) -> tuple[str | None, np.ndarray | None]:
+    name = cols.find(WALL_NAMES)
+    if name is not None:
+        num = to_numeric(table.column(name))
+        if num is not None:
+            return name, seconds(np.where(num.present, num.values, np.nan))
+    for cand in MAYBE_WALL_NAMES:
+        name = cols.find((cand,))
+        if name is None:
+            continue
+        col = table.column(name)
+        num = to_numeric(col)
+        if num is None:
+            continue
+        wall = np.where(num.present, num.values, np.nan)
+        finite = wall[np.isfinite(wall)]
+        if pa.types.is_timestamp(col.type) or (len(finite) and np.median(finite) > _UNIX_1990):
+            return name, seconds(wall)
+    return None, None
+
+
+# -- shared -------------------------------------------------------------------------------------
+def _step_numbers(col: pa.ChunkedArray, path, name: str) -> np.ndarray:
+    num = to_numeric(col)
+    if num is None:
+        raise InputError(path, f"step column {name!r} holds no numbers — {STEP_HINT}")
+    return np.where(num.present, num.values, np.nan)
+
+
+def _note_dropped(notes: list[str], rows: np.ndarray, ok: np.ndarray, step: str) -> None:
+    dropped = int((rows & ~ok).sum())
+    if dropped:
+        notes.append(f"{dropped} row(s) without a usable value in step column {step!r} ignored")
+
+
+def _groups(table, run: str | None, origin: Origin, n: int):
+    """(origin, row mask) per value of the run column; one group of all rows when there is none."""
+    if run is None:
+        yield origin, None
+        return
+    col = table.column(run)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    labels = col.to_pandas()
+    codes, uniques = pd.factorize(labels, sort=False, use_na_sentinel=False)
+    for i, label in enumerate(uniques):
+        text = "" if label is None or (isinstance(label, float) and np.isnan(label)) else str(label)
+        yield origin.labelled(text or "(no run)"), codes == i
+
+
+def _restart_segments(steps: np.ndarray) -> list[np.ndarray]:
+    """Row masks of the runs in a file where the step counter falls back to its start."""
+    n = len(steps)
+    rows = np.flatnonzero(np.isfinite(steps))
+    if len(rows) < 2:
+        return [np.ones(n, dtype=bool)]
+    s = steps[rows]
+    drops = np.flatnonzero(s[1:] < s[:-1]) + 1
+    starts = [0]
+    for i in drops:
+        if s[i] <= s[starts[-1]]:
+            starts.append(int(i))
+    if len(starts) == 1:
+        return [np.ones(n, dtype=bool)]
+    bounds = [rows[i] for i in starts] + [n]
+    out = []
+    for lo, hi in zip(bounds, bounds[1:]):
+        mask = np.zeros(n, dtype=bool)
+        mask[lo:hi] = True
+        out.append(mask)
+    out[0][: bounds[0]] = True
+    return out

@@ -1,0 +1,199 @@
+"""Sniffing a file's format from its content, and reading CSV, JSON lines and Parquet into Arrow.
+
+Names only hint: a ``metrics.json`` can be JSON lines (detectron2), a ``.csv`` can be gzip'd.
+Readers return a :class:`pyarrow.Table` plus notes about what they had to skip; the layout
+(long or wide) is decided later, in :mod:`._tables`.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
+
+from ._columns import NULL_TOKENS, records_to_table
+from ._errors import InputError, NotMetrics
+
+_HEAD = 1 << 16
+_DELIMITERS = (",", "\t", ";", "|")
+TABLE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".ndjson", ".parquet", ".pq")
+_KEY_NAMES = ("key", "metric", "tag", "name", "metric_name", "metric_key")
+
+
+@dataclass(frozen=True)
+class Sniffed:
+    kind: str  # parquet | tensorboard | csv | jsonl | json | empty | binary
+    gzip: bool = False
+    delimiter: str = ","
+    encoding: str = "utf8"
+
+
+def looks_supported(path: Path) -> bool:
+    """Whether a folder walk should open this file at all (content decides the rest)."""
+    name = path.name.lower()
+    if "tfevents" in name:
+        return True
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return name.endswith(TABLE_SUFFIXES)
+
+
+def sniff(path: Path) -> Sniffed:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_HEAD)
+    except OSError as exc:
+        raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
+    if "tfevents" in path.name.lower() or b"brain.Event:" in head[:64]:
+        return Sniffed("tensorboard")
+    if head[:4] == b"PAR1":
+        return Sniffed("parquet")
+    gz = head[:2] == b"\x1f\x8b"
+    if gz:
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, _HEAD)
+        except zlib.error:
+            raise InputError(path, "gzip data is corrupt; re-export or decompress the file") from None
+    if not head.strip():
+        return Sniffed("empty", gz)
+    if b"\x00" in head[:8192]:
+        return Sniffed("binary", gz)
+    try:
+        text = head.decode("utf-8")
+        encoding = "utf8"
+    except UnicodeDecodeError as exc:
+        # A cut in the middle of a multi-byte character at the end of the sample is not an error.
+        if exc.start >= len(head) - 4:
+            text, encoding = head[: exc.start].decode("utf-8"), "utf8"
+        else:
+            text, encoding = head.decode("latin-1"), "latin-1"
+    text = text.lstrip("\ufeff").lstrip()
+    if text[:1] == "[":
+        return Sniffed("json", gz)
+    if text[:1] == "{":
+        first = text.split("\n", 1)[0].strip()
+        try:
+            row = json.loads(first)
+        except ValueError:
+            return Sniffed("json", gz)  # a pretty-printed document (or a first line over 64 KiB)
+        return Sniffed("jsonl" if isinstance(row, dict) and "log_history" not in row else "json", gz)
+    header = text.split("\n", 1)[0]
+    counts = {d: header.count(d) for d in _DELIMITERS}
+    delimiter = max(_DELIMITERS, key=lambda d: counts[d]) if any(counts.values()) else ","
+    return Sniffed("csv", gz, delimiter, encoding)
+
+
+def _stream(path: Path, sniffed: Sniffed):
+    return pa.input_stream(str(path), compression="gzip" if sniffed.gzip else None)
+
+
+def _header(path: Path, sniffed: Sniffed) -> list[str]:
+    opener = gzip.open if sniffed.gzip else open
+    with opener(path, "rt", encoding="utf-8" if sniffed.encoding == "utf8" else "latin-1", errors="replace") as fh:
+        line = fh.readline()
+    row = next(csv.reader([line], delimiter=sniffed.delimiter), [])
+    return [c.strip().lstrip("\ufeff") for c in row]
+
+
+def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
+    header = _header(path, sniffed)
+    lowered = {h.lower(): h for h in header}
+    types = {}
+    key = next((lowered[k] for k in _KEY_NAMES if k in lowered), None)
+    if key is not None and "value" in lowered:
+        types[key] = pa.dictionary(pa.int32(), pa.string())  # long table: hash each key once
+    bad: list[str] = []
+
+    def skip(row) -> str:
+        bad.append(row.text)
+        return "skip"
+
+    read = pa_csv.ReadOptions(encoding=sniffed.encoding, block_size=1 << 22)
+    parse = pa_csv.ParseOptions(delimiter=sniffed.delimiter, invalid_row_handler=skip)
+    convert = pa_csv.ConvertOptions(
+        null_values=list(NULL_TOKENS), strings_can_be_null=True, quoted_strings_can_be_null=True, column_types=types
+    )
+    try:
+        table = pa_csv.read_csv(_stream(path, sniffed), read_options=read, parse_options=parse, convert_options=convert)
+    except (pa.ArrowException, OSError, UnicodeDecodeError, EOFError) as exc:
+        raise InputError(path, _csv_problem(exc, sniffed)) from None
+    notes = []
+    if sniffed.encoding != "utf8":
+        notes.append("the file is not UTF-8; read as Latin-1")
+    if bad:
+        notes.append(f"{len(bad)} malformed row(s) skipped (wrong number of fields, e.g. {bad[0][:60]!r})")
+    return table, notes
+
+
+def _csv_problem(exc: Exception, sniffed: Sniffed) -> str:
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, OSError) and sniffed.gzip:
+        return f"gzip data is truncated or corrupt ({msg}); re-export the file or decompress what is left"
+    if "Empty CSV" in msg:
+        return "the file is empty: nothing was logged"
+    return f"not a readable CSV table ({msg}); expected a header line followed by one row per step or per value"
+
+
+def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
+    """JSON lines via Arrow; files Arrow refuses (mixed types, a truncated line) line by line."""
+    try:
+        return pa_json.read_json(_stream(path, sniffed), read_options=pa_json.ReadOptions(block_size=1 << 22)), []
+    except (pa.ArrowException, OSError):
+        pass
+    rows, bad, first_bad = [], 0, ""
+    try:
+        opener = gzip.open if sniffed.gzip else open
+        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    row, first_bad = None, first_bad or f"line {number}: {exc}"
+                if isinstance(row, dict):
+                    rows.append(row)
+                else:
+                    bad += 1
+                    first_bad = first_bad or f"line {number}: not a JSON object"
+    except (OSError, EOFError) as exc:
+        raise InputError(path, f"cannot be read ({exc}); the file may be truncated") from None
+    if not rows:
+        raise NotMetrics(path, f"no line is a JSON object ({first_bad}); expected JSON lines: one "
+                               '{"step": ..., "loss": ...} object per line')
+    notes = [f"{bad} unreadable line(s) skipped ({first_bad})"] if bad else []
+    return records_to_table(rows), notes
+
+
+def read_parquet(path: Path) -> tuple[pa.Table, list[str]]:
+    try:
+        schema = pq.read_schema(path)
+        lowered = {n.lower(): n for n in schema.names}
+        key = next((lowered[k] for k in _KEY_NAMES if k in lowered), None)
+        dictionary = []
+        if key is not None and "value" in lowered:
+            field = schema.field(key)
+            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type) or pa.types.is_binary(field.type):
+                dictionary = [key]  # decoded as a dictionary: one string per distinct key, not per row
+        return pq.read_table(path, read_dictionary=dictionary or None), []
+    except (pa.ArrowException, OSError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(path, f"not a readable Parquet file ({msg}); the file may be truncated") from None
+
+
+def read_json_text(path: Path, sniffed: Sniffed) -> str:
+    opener = gzip.open if sniffed.gzip else open
+    try:
+        with opener(path, "rb") as fh:
+            raw = fh.read()
+    except (OSError, EOFError) as exc:
+        raise InputError(path, f"cannot be read ({exc}); the file may be truncated") from None
+    return raw.decode("utf-8", errors="replace")
