@@ -56,31 +56,37 @@ def _valid(col: pa.Array) -> np.ndarray:
     return col.is_valid().to_numpy(zero_copy_only=False)
 
 
-def to_numeric(col: pa.ChunkedArray | pa.Array) -> Numeric | None:
-    """The column as numbers, or None when it holds no numbers at all (text, bools, nested data)."""
+def to_numeric(col: pa.ChunkedArray | pa.Array, *, clock: bool = False) -> Numeric | None:
+    """The column as numbers, or None when it holds no numbers at all (text, bools, nested data).
+
+    Date-time columns count only when ``clock`` (a wall-time column): as unix seconds.
+    """
     col = _flat(col)
     t = col.type
+    if pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", lambda _: False)(t):
+        col, t = col.cast(pa.string()), pa.string()
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
         present = _valid(col)
         if not pa.types.is_float64(t):
             col = col.cast(pa.float64())
         values = col.to_numpy(zero_copy_only=False)
         return Numeric(present, np.asarray(values, dtype=np.float64))
-    if pa.types.is_timestamp(t):
+    if pa.types.is_timestamp(t) and clock:
         present = _valid(col)
         values = col.cast(pa.timestamp("ns", tz=t.tz)).cast(pa.int64()).to_numpy(zero_copy_only=False)
         return Numeric(present, np.asarray(values, dtype=np.float64) / 1e9)
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_string(t):
         return _text_to_numeric(col)
     return None
 
 
 def _text_to_numeric(col: pa.Array) -> Numeric | None:
     trimmed = pc.utf8_trim_whitespace(col)
-    present = _valid(col) & ~pc.is_in(trimmed, value_set=pa.array(NULL_TOKENS)).to_numpy(zero_copy_only=False)
+    blank = pc.is_in(trimmed, value_set=pa.array(NULL_TOKENS)).fill_null(True)
+    present = _valid(col) & ~blank.to_numpy(zero_copy_only=False)
     values = pd.to_numeric(pd.Series(trimmed.to_numpy(zero_copy_only=False), dtype=object), errors="coerce")
     values = values.to_numpy(dtype=np.float64, na_value=np.nan)
-    nonfinite_token = pc.is_in(pc.utf8_lower(trimmed), value_set=pa.array(NONFINITE_TOKENS))
+    nonfinite_token = pc.is_in(pc.utf8_lower(trimmed), value_set=pa.array(NONFINITE_TOKENS)).fill_null(False)
     nonfinite_token = nonfinite_token.to_numpy(zero_copy_only=False)
     text = present & np.isnan(values) & ~nonfinite_token
     n_text = int(text.sum())

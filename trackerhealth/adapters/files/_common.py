@@ -16,8 +16,7 @@ from ...schema import RunHistory, RunRef
 
 TRACKER = "file"
 
-# File names so generic that the folder names the run better (``version_0/metrics.csv``).
-_COMPRESSED = (".gz",)
+_COMPRESSED = (".gz",)  # stripped before the format suffix when naming a run
 
 
 def stable_id(path: Path) -> str:
@@ -113,7 +112,7 @@ def build_history(
 
 def categorical(codes: np.ndarray, names: list[str]) -> pd.Categorical:
     """Key column for ``RunHistory.from_long`` without hashing a string per row."""
-    return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object), validate=False)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object))
 
 
 def unique_names(names: Iterable[str]) -> list[str]:
@@ -136,10 +135,13 @@ def unique_names(names: Iterable[str]) -> list[str]:
 
 def seconds(wall: np.ndarray) -> np.ndarray:
     """Unix times in seconds: values that can only be milli/micro/nanoseconds are scaled down."""
-    finite = wall[np.isfinite(wall)]
-    if not len(finite):
-        return wall
-    typical = float(np.median(np.abs(finite)))
+    sample = wall[:: max(1, len(wall) // 10_000)]  # the unit is a property of the file: a sample tells it
+    sample = sample[np.isfinite(sample)]
+    if not len(sample):
+        sample = wall[np.isfinite(wall)]
+        if not len(sample):
+            return wall
+    typical = float(np.median(np.abs(sample)))
     if typical > 1e17:
         return wall / 1e9
     if typical > 1e14:

@@ -22,24 +22,31 @@ from ._tabular import Sniffed, read_json_text
 _HF_CONFIG_SKIP = ("log_history", "stateful_callbacks", "trial_params")
 
 
-def json_document_histories(path: Path, sniffed: Sniffed, step_column: str | None, jsonl) -> list[RunHistory]:
-    """Runs in a JSON document; ``jsonl`` reads the file instead when it turns out to be JSON lines."""
+def json_document_histories(
+    path: Path, sniffed: Sniffed, step_column: str | None, jsonl, require_step: bool = False
+) -> list[RunHistory]:
+    """Runs in a JSON document; ``jsonl`` reads the file instead when it turns out to be JSON lines.
+
+    ``require_step``: a list of records without a step column is data, not a metrics log.
+    """
     text = read_json_text(path, sniffed)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data" and text.lstrip()[:1] == "{":
             return jsonl(path, sniffed, step_column)
-        raise InputError(
-            path,
-            f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); the file looks truncated "
-            "— was training still writing it? Use a copy saved after the write finished (e.g. the last "
-            "checkpoint's trainer_state.json)",
-        ) from None
+        where = f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
+        if "\n" not in text[exc.pos:].rstrip():
+            fix = ("the file looks truncated — was training still writing it? Use a copy saved after the "
+                   "write finished (e.g. the last checkpoint's trainer_state.json)")
+        else:
+            fix = "the file is damaged in the middle (edited by hand, or two writers at once?); repair or re-export it"
+        raise InputError(path, f"not valid JSON ({where}); {fix}") from None
     if isinstance(doc, dict) and isinstance(doc.get("log_history"), list):
         return [hf_trainer_state(path, doc, step_column)]
     if isinstance(doc, list) and doc and all(isinstance(r, dict) for r in doc):
-        return table_histories(records_to_table(doc), Origin.for_file(path), step_column=step_column)
+        return table_histories(records_to_table(doc), Origin.for_file(path), step_column=step_column,
+                               require_step=require_step)
     if isinstance(doc, dict) and _is_column_dict(doc):
         return table_histories(_columns_table(doc), Origin.for_file(path), step_column=step_column)
     raise NotMetrics(

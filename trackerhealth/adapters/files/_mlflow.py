@@ -125,15 +125,16 @@ def _parse_metric_file(path: Path, key: str):
             pass
     ts, vals, steps = [], [], []
     bad = no_step = 0
+    # MLflow before 1.0 wrote 'timestamp value' lines; in a file of 3-field lines a short one is a cut.
+    old_format = not any(len(line.split()) == 3 for line in lines)
     for index, line in enumerate(lines):
-        parts = line.split()
         try:
-            numbers = [float(p) for p in parts]
+            numbers = [float(p) for p in line.split()]
         except ValueError:
             numbers = []
         if len(numbers) == 3:
             ts.append(numbers[0]), vals.append(numbers[1]), steps.append(numbers[2])
-        elif len(numbers) == 2:  # written by MLflow before steps existed: keep the logging order
+        elif len(numbers) == 2 and old_format:  # keep the logging order as the step
             ts.append(numbers[0]), vals.append(numbers[1]), steps.append(float(index))
             no_step += 1
         else:

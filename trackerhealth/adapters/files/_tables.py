@@ -76,7 +76,12 @@ def table_histories(
     require_step: bool = False,
     notes: tuple[str, ...] = (),
 ) -> list[RunHistory]:
-    """All runs in ``table``; ``split_restarts`` starts a new run where the step falls back to the start."""
+    """All runs in ``table``.
+
+    ``split_restarts``: where an ``iteration`` step falls back to the start, a new run begins
+    (detectron2 appends each training run to the same file). ``require_step``: a wide table
+    without a step column is not a metrics log (used when walking folders full of other CSVs).
+    """
     if table.num_columns == 0:
         raise NotMetrics(origin.path, f"no columns found; {LAYOUT_HINT}")
     table = table.rename_columns(unique_names(n.strip().lstrip("\ufeff") for n in table.column_names))
@@ -100,7 +105,7 @@ def _keys(col: pa.ChunkedArray) -> pd.Categorical:
     series = col.to_pandas()  # Arrow unifies the chunks' dictionaries
     cat = series.array if isinstance(series, pd.Series) else series
     return pd.Categorical.from_codes(
-        np.asarray(cat.codes), categories=pd.Index([str(c) for c in cat.categories], dtype=object), validate=False
+        np.asarray(cat.codes), categories=pd.Index([str(c) for c in cat.categories], dtype=object)
     )
 
 
@@ -130,7 +135,7 @@ def _long(table, cols, origin, step, key, value, notes) -> list[RunHistory]:
     if extra:
         notes.append(f"long table: column(s) {', '.join(extra[:10])} ignored")
     out = []
-    for part, rows in _groups(table, run, origin, len(steps)):
+    for part, rows in _groups(table, run, origin):
         idx = np.flatnonzero(keep if rows is None else keep & rows)
         if len(idx) == len(steps):
             sub_keys, sub = keys, slice(None)
@@ -145,7 +150,7 @@ def _long_wall(table, cols) -> np.ndarray | None:
     name = cols.find(WALL_NAMES + MAYBE_WALL_NAMES)
     if name is None:
         return None
-    num = to_numeric(table.column(name))
+    num = to_numeric(table.column(name), clock=True)
     if num is None:
         return None
     return seconds(np.where(num.present, num.values, np.nan))
@@ -188,8 +193,8 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
     names = [name for name, _ in metrics]
     if len(names) == 1 and _norm(names[0]) in VALUE_NAMES:
         names = [origin.name]  # TensorBoard's CSV download: Wall time,Step,Value for one tag
-    groups = list(_groups(table, run, origin, n))
-    if split_restarts and run is None:
+    groups = list(_groups(table, run, origin))
+    if split_restarts and run is None and step is not None and _norm(step) == "iteration":
         groups = [(origin.part(i + 1), rows) for i, rows in enumerate(_restart_segments(steps))]
         if len(groups) > 1:
             notes.append(f"the step counter starts over {len(groups) - 1} time(s): read as {len(groups)} runs")
@@ -209,7 +214,7 @@ def _wide_history(origin, steps, wall, metrics, names, rows, notes) -> RunHistor
         idx_parts.append(idx)
         code_parts.append(np.full(len(idx), j, dtype=np.int32))
     idx = np.concatenate(idx_parts)
-    vals = np.concatenate([num.values[i] for (_, num), i in zip(metrics, idx_parts)])
+    vals = np.concatenate([num.values[i] for (_, num), i in zip(metrics, idx_parts, strict=True)])
     codes = np.concatenate(code_parts)
     return build_history(origin, steps[idx], categorical(codes, names), vals,
                          None if wall is None else wall[idx], notes)
@@ -218,7 +223,7 @@ def _wide_history(origin, steps, wall, metrics, names, rows, notes) -> RunHistor
 def _wide_wall(table, cols) -> tuple[str | None, np.ndarray | None]:
     name = cols.find(WALL_NAMES)
     if name is not None:
-        num = to_numeric(table.column(name))
+        num = to_numeric(table.column(name), clock=True)
         if num is not None:
             return name, seconds(np.where(num.present, num.values, np.nan))
     for cand in MAYBE_WALL_NAMES:
@@ -226,7 +231,7 @@ def _wide_wall(table, cols) -> tuple[str | None, np.ndarray | None]:
         if name is None:
             continue
         col = table.column(name)
-        num = to_numeric(col)
+        num = to_numeric(col, clock=True)
         if num is None:
             continue
         wall = np.where(num.present, num.values, np.nan)
@@ -250,19 +255,18 @@ def _note_dropped(notes: list[str], rows: np.ndarray, ok: np.ndarray, step: str)
         notes.append(f"{dropped} row(s) without a usable value in step column {step!r} ignored")
 
 
-def _groups(table, run: str | None, origin: Origin, n: int):
+def _groups(table, run: str | None, origin: Origin):
     """(origin, row mask) per value of the run column; one group of all rows when there is none."""
     if run is None:
         yield origin, None
         return
-    col = table.column(run)
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(col.type.value_type)
-    labels = col.to_pandas()
-    codes, uniques = pd.factorize(labels, sort=False, use_na_sentinel=False)
-    for i, label in enumerate(uniques):
-        text = "" if label is None or (isinstance(label, float) and np.isnan(label)) else str(label)
-        yield origin.labelled(text or "(no run)"), codes == i
+    labels = _keys(table.column(run))
+    codes = labels.codes
+    for i, label in enumerate(labels.categories):
+        if (codes == i).any():
+            yield origin.labelled(str(label) or "(no run)"), codes == i
+    if (codes < 0).any():
+        yield origin.labelled("(no run)"), codes < 0
 
 
 def _restart_segments(steps: np.ndarray) -> list[np.ndarray]:
@@ -281,7 +285,7 @@ def _restart_segments(steps: np.ndarray) -> list[np.ndarray]:
         return [np.ones(n, dtype=bool)]
     bounds = [rows[i] for i in starts] + [n]
     out = []
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         mask = np.zeros(n, dtype=bool)
         mask[lo:hi] = True
         out.append(mask)

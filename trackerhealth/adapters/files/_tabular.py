@@ -26,6 +26,7 @@ _HEAD = 1 << 16
 _DELIMITERS = (",", "\t", ";", "|")
 TABLE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".ndjson", ".parquet", ".pq")
 _KEY_NAMES = ("key", "metric", "tag", "name", "metric_name", "metric_key")
+_STEP_KEYS = ("step", "global_step", "_step", "iteration", "iter", "epoch")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Sniffed:
     gzip: bool = False
     delimiter: str = ","
     encoding: str = "utf8"
+    header: str = ""  # first line of a CSV, already decoded
 
 
 def looks_supported(path: Path) -> bool:
@@ -79,32 +81,29 @@ def sniff(path: Path) -> Sniffed:
     if text[:1] == "[":
         return Sniffed("json", gz)
     if text[:1] == "{":
-        first = text.split("\n", 1)[0].strip()
+        first, _, rest = text.partition("\n")
         try:
             row = json.loads(first)
         except ValueError:
             return Sniffed("json", gz)  # a pretty-printed document (or a first line over 64 KiB)
-        return Sniffed("jsonl" if isinstance(row, dict) and "log_history" not in row else "json", gz)
+        if not isinstance(row, dict) or "log_history" in row:
+            return Sniffed("json", gz)
+        # One line alone is JSON lines only if it looks like a logged row, not like a config.
+        one_row = rest.strip() == "" and not any(k in row for k in _STEP_KEYS)
+        return Sniffed("json" if one_row else "jsonl", gz)
     header = text.split("\n", 1)[0]
     counts = {d: header.count(d) for d in _DELIMITERS}
     delimiter = max(_DELIMITERS, key=lambda d: counts[d]) if any(counts.values()) else ","
-    return Sniffed("csv", gz, delimiter, encoding)
+    return Sniffed("csv", gz, delimiter, encoding, header)
 
 
 def _stream(path: Path, sniffed: Sniffed):
     return pa.input_stream(str(path), compression="gzip" if sniffed.gzip else None)
 
 
-def _header(path: Path, sniffed: Sniffed) -> list[str]:
-    opener = gzip.open if sniffed.gzip else open
-    with opener(path, "rt", encoding="utf-8" if sniffed.encoding == "utf8" else "latin-1", errors="replace") as fh:
-        line = fh.readline()
-    row = next(csv.reader([line], delimiter=sniffed.delimiter), [])
-    return [c.strip().lstrip("\ufeff") for c in row]
-
-
 def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
-    header = _header(path, sniffed)
+    row = next(csv.reader([sniffed.header], delimiter=sniffed.delimiter), [])
+    header = [c.strip().lstrip("\ufeff") for c in row]
     lowered = {h.lower(): h for h in header}
     types = {}
     key = next((lowered[k] for k in _KEY_NAMES if k in lowered), None)
@@ -138,15 +137,17 @@ def _csv_problem(exc: Exception, sniffed: Sniffed) -> str:
     if isinstance(exc, OSError) and sniffed.gzip:
         return f"gzip data is truncated or corrupt ({msg}); re-export the file or decompress what is left"
     if "Empty CSV" in msg:
-        return "the file is empty: nothing was logged"
+        return "the file is empty: nothing was logged yet (or the logger has not flushed)"
     return f"not a readable CSV table ({msg}); expected a header line followed by one row per step or per value"
 
 
 def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
     """JSON lines via Arrow; files Arrow refuses (mixed types, a truncated line) line by line."""
     try:
-        return pa_json.read_json(_stream(path, sniffed), read_options=pa_json.ReadOptions(block_size=1 << 22)), []
-    except (pa.ArrowException, OSError):
+        table = pa_json.read_json(_stream(path, sniffed), read_options=pa_json.ReadOptions(block_size=1 << 22))
+        table.column_names  # noqa: B018 - raises on a key that is not UTF-8
+        return table, []
+    except (pa.ArrowException, OSError, UnicodeDecodeError):
         pass
     rows, bad, first_bad = [], 0, ""
     try:
@@ -165,7 +166,7 @@ def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
                     bad += 1
                     first_bad = first_bad or f"line {number}: not a JSON object"
     except (OSError, EOFError) as exc:
-        raise InputError(path, f"cannot be read ({exc}); the file may be truncated") from None
+        raise _unreadable(path, sniffed, exc) from None
     if not rows:
         raise NotMetrics(path, f"no line is a JSON object ({first_bad}); expected JSON lines: one "
                                '{"step": ..., "loss": ...} object per line')
@@ -189,11 +190,18 @@ def read_parquet(path: Path) -> tuple[pa.Table, list[str]]:
         raise InputError(path, f"not a readable Parquet file ({msg}); the file may be truncated") from None
 
 
+def _unreadable(path: Path, sniffed: Sniffed, exc: Exception) -> InputError:
+    if sniffed.gzip:
+        return InputError(path, f"gzip data is truncated or corrupt ({exc}); re-export the file or decompress "
+                                "what is left")
+    return InputError(path, f"cannot be read ({exc})")
+
+
 def read_json_text(path: Path, sniffed: Sniffed) -> str:
     opener = gzip.open if sniffed.gzip else open
     try:
         with opener(path, "rb") as fh:
             raw = fh.read()
     except (OSError, EOFError) as exc:
-        raise InputError(path, f"cannot be read ({exc}); the file may be truncated") from None
+        raise _unreadable(path, sniffed, exc) from None
     return raw.decode("utf-8", errors="replace")

@@ -1,0 +1,156 @@
+"""Read training metrics from local files: what ``trackerhealth analyze FILES...`` uses.
+
+``read_histories(path)`` returns every run found at ``path``, a file or a folder:
+
+* long tables (``step, key, value[, wall_time][, run]``) and wide tables (a step column plus one
+  column per metric) as CSV/TSV (optionally gzip'd), JSON lines or Parquet;
+* HF Trainer ``trainer_state.json``; Lightning ``metrics.csv``; detectron2 ``metrics.json``
+  (several runs appended to one file are split where ``iteration`` starts over);
+* MLflow file-store run folders, experiment folders and ``mlruns`` roots;
+* TensorBoard event files (needs the ``tensorboard`` extra).
+
+Formats are recognised by content, not only by name. Input that cannot be used raises
+:class:`InputError`, whose message says what is wrong and how to fix it; quirks that could be
+worked around (text in a numeric column, no step column) are worked around and told in
+``RunHistory.notes``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import pyarrow as pa
+
+from ...schema import RunHistory
+from ._common import Origin, mtime, stable_id
+from ._errors import SUPPORTED, InputError, NotMetrics
+from ._json import json_document_histories
+from ._mlflow import is_run_folder, read_run
+from ._tables import table_histories
+from ._tabular import Sniffed, read_csv, read_jsonl, read_parquet, sniff
+from ._tensorboard import read_event_files
+from ._walk import walk
+
+__all__ = ["InputError", "SUPPORTED", "collect_histories", "read_histories"]
+
+
+def read_histories(path: str | Path, *, step_column: str | None = None) -> list[RunHistory]:
+    """Every run at ``path`` (a file, a run folder or a folder of them).
+
+    ``step_column`` names the step column of CSV/JSON/Parquet tables when it is not one of
+    ``step``, ``global_step``, ``_step``, ``iteration``, ``iter`` (or ``epoch``).
+    Raises :class:`InputError` when ``path`` or any metrics file inside it cannot be read; use
+    :func:`collect_histories` to keep the readable runs of a folder and get the errors as data.
+    """
+    histories, errors = collect_histories(path, step_column=step_column)
+    if errors:
+        if len(errors) == 1:
+            raise errors[0]
+        listed = "; ".join(str(e) for e in errors[:5]) + ("; ..." if len(errors) > 5 else "")
+        raise InputError(path, f"{len(errors)} metrics files could not be read: {listed}")
+    return histories
+
+
+def collect_histories(
+    path: str | Path, *, step_column: str | None = None
+) -> tuple[list[RunHistory], list[InputError]]:
+    """Like :func:`read_histories`, but a folder's unreadable files come back as errors, not raised.
+
+    Raises :class:`InputError` only when ``path`` itself cannot be used (missing, or a folder with
+    no supported file).
+    """
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise InputError(path, "no such file or folder")
+    if not path.is_dir():
+        return _read_file(path, step_column), []
+    if is_run_folder(path):
+        return _read_run_folder(path), []
+    return _read_folder(path, step_column)
+
+
+def _read_folder(root: Path, step_column: str | None) -> tuple[list[RunHistory], list[InputError]]:
+    found = walk(root)
+    histories: list[RunHistory] = []
+    errors: list[InputError] = []
+    for run in found.mlflow_runs:
+        _collect(histories, errors, lambda r=run: _read_run_folder(r))
+    for run_dir, files in found.event_runs.items():
+        origin = Origin(path=run_dir, project=run_dir.resolve().parent.name, id=stable_id(run_dir),
+                        name=run_dir.resolve().name, updated_at=max((mtime(f) or 0.0) for f, _ in files) or None)
+        _collect(histories, errors, lambda f=files, o=origin: [read_event_files(f, o)])
+    skipped = 0
+    for file in found.files:
+        try:
+            histories.extend(_read_file(file, step_column, in_folder=True))
+        except NotMetrics:
+            skipped += 1
+        except InputError as exc:
+            errors.append(exc)
+    if not histories and not errors:
+        why = f" ({skipped} candidate file(s) held no metrics)" if skipped else ""
+        wandb = (f"; {found.wandb_folders} W&B run folder(s) were skipped: the wandb adapter reads those"
+                 if found.wandb_folders else "")
+        raise InputError(root, f"no supported metrics files found{why}{wandb}. Supported: {SUPPORTED}")
+    return histories, errors
+
+
+def _collect(histories: list, errors: list, read) -> None:
+    try:
+        histories.extend(read())
+    except InputError as exc:
+        errors.append(exc)
+
+
+def _guarded(path: Path, read):
+    try:
+        return read()
+    except InputError:
+        raise
+    except (OSError, EOFError, UnicodeError, zlib.error, pa.ArrowException, ValueError) as exc:
+        # Damage the readers did not foresee still names the file instead of escaping as a traceback.
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise InputError(path, f"could not be read ({type(exc).__name__}: {detail}); it may be "
+                               "truncated or damaged") from exc
+
+
+def _read_file(path: Path, step_column: str | None, in_folder: bool = False) -> list[RunHistory]:
+    return _guarded(path, lambda: _read_one(path, step_column, in_folder))
+
+
+def _read_run_folder(folder: Path) -> list[RunHistory]:
+    return _guarded(folder, lambda: [read_run(folder)])
+
+
+def _read_one(path: Path, step_column: str | None, in_folder: bool) -> list[RunHistory]:
+    sniffed = sniff(path)
+    kind = sniffed.kind
+    if kind == "empty":
+        raise NotMetrics(path, "the file is empty: nothing was logged yet (or the logger has not flushed)")
+    if kind == "binary":
+        raise NotMetrics(path, f"binary content of no supported format. Supported: {SUPPORTED}")
+    if kind == "tensorboard":
+        run_dir = path.parent.resolve()
+        alone = [p.name for p in run_dir.iterdir() if "tfevents" in p.name.lower()] == [path.name]
+        # The folder is the run in TensorBoard: the same id whether the file or its folder is read.
+        origin = Origin.for_file(path, name=run_dir.name, project=run_dir.parent.name,
+                                 id=stable_id(run_dir) if alone else stable_id(path))
+        return [read_event_files([(path, "")], origin)]
+    if kind == "json":
+        return json_document_histories(path, sniffed, step_column, _jsonl_reader(in_folder), in_folder)
+    if kind == "jsonl":
+        return _jsonl_reader(in_folder)(path, sniffed, step_column)
+    table, notes = read_parquet(path) if kind == "parquet" else read_csv(path, sniffed)
+    return table_histories(table, Origin.for_file(path), step_column=step_column,
+                           require_step=in_folder, notes=tuple(notes))
+
+
+def _jsonl_reader(in_folder: bool):
+    def read(path: Path, sniffed: Sniffed, step_column: str | None) -> list[RunHistory]:
+        table, notes = read_jsonl(path, sniffed)
+        # detectron2 appends each new training run to the same metrics.json.
+        return table_histories(table, Origin.for_file(path), step_column=step_column, split_restarts=True,
+                               require_step=in_folder, notes=tuple(notes))
+
+    return read
