@@ -76,7 +76,7 @@ def analyze(paths, fmt, fail_on, config_path, step_column, full) -> None:
         try:
             histories = read_histories(path, step_column=step_column)
         except InputError as exc:
-            errors.append({"source": str(path), "message": str(exc)})
+            errors.append({"source": str(path), "message": exc.problem})
             continue
         except OSError as exc:
             errors.append({"source": str(path), "message": f"cannot read: {exc.strerror or exc}"})

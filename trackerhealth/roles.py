@@ -127,10 +127,11 @@ def _is_val(tok: list[str]) -> bool:
     return bool(_VAL & set(tok))
 
 
-def _loss_rank(key: str, tok: list[str]) -> tuple:
+def _loss_rank(key: str, tok: list[str], points: int) -> tuple:
     """Lower sorts first: a plain per-step training loss beats epoch aggregates and sub-terms."""
     extra = [t for t in tok if t not in _TRAIN and t not in {"loss", "step", "total", "rmse", "nll", "train"}]
     return (
+        points < 3,  # an end-of-training summary (HF's one-point `train_loss`) is not a curve
         bool(_AGGREGATE & set(tok)),  # epoch means come second
         len(extra),  # `loss` beats `loss_cls`
         "total" not in tok,
@@ -229,9 +230,9 @@ def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, 
             continue
         (val_c if _is_val(tok) else train_c).append(k)
     if train_c:
-        chosen["train_loss"] = min(train_c, key=lambda k: _loss_rank(k, tokens(k)))
+        chosen["train_loss"] = min(train_c, key=lambda k: _loss_rank(k, tokens(k), len(history[k])))
     if val_c:
-        chosen["val_loss"] = min(val_c, key=lambda k: _loss_rank(k, tokens(k)))
+        chosen["val_loss"] = min(val_c, key=lambda k: _loss_rank(k, tokens(k), len(history[k])))
 
     # Per-task losses: the other loss terms of the training side, one per task.
     if train_c:

@@ -89,9 +89,10 @@ def gradient_health(view: RoleView, findings: Sequence[Finding]) -> DimensionSco
         g = Series(steps, np.sqrt(sq), np.full(len(steps), np.nan))
     if g is None:
         return DimensionScore("gradient_health", None, {}, "no gradient norm logged")
-    if _has_nonfinite(g):
-        return DimensionScore("gradient_health", 0.0, {}, "gradient norm became NaN/Inf")
-    v = g.values
+    bad = ~np.isfinite(g.values)
+    if bad[-max(3, len(bad) // 10):].mean() > 0.5:
+        return DimensionScore("gradient_health", 0.0, {}, "gradient norm is NaN/Inf at the end of the run")
+    v = g.values[~bad]  # a few overflow steps skipped by a loss scaler are not the run's gradient
     if len(v) < 5:
         return DimensionScore("gradient_health", None, {"points": len(v)}, "fewer than 5 gradient-norm points")
     med = float(np.median(v))
@@ -102,7 +103,8 @@ def gradient_health(view: RoleView, findings: Sequence[Finding]) -> DimensionSco
     vanish = next((f for f in findings if f.id == "vanishing-gradients" and f.is_problem), None)
     if vanish is not None:
         score = min(score, 20.0 if vanish.level == CRITICAL else 50.0)
-    return DimensionScore("gradient_health", _clip(score), {"median": med, "std": std, "std_over_median": ratio, "spike_share": spike_share})
+    basis = {"median": med, "std": std, "std_over_median": ratio, "spike_share": spike_share, "nonfinite_points": float(bad.sum())}
+    return DimensionScore("gradient_health", _clip(score), basis)
 
 
 def resource_efficiency(view: RoleView) -> DimensionScore:

@@ -1,18 +1,22 @@
 """Loss became NaN/Inf, or the gradient norm exploded.
 
-**What it looks for.** Any NaN or ±Inf in the training or validation loss, or in the total gradient
-norm, is critical: the run is dead from that step on, even if it keeps logging. The evidence names
+**What it looks for.** Any NaN or ±Inf in the training or validation loss is critical: the run is
+dead from that step on, even if it keeps logging. A non-finite total gradient norm is critical
+when it persists to the end of the run; a few while the loss stays finite are a mixed-precision
+loss scaler skipping overflow steps, which is normal and only noted. The evidence names
 the first non-finite step and, when a gradient norm is logged, the largest gradient norm shortly
 before it compared with the run's median (a spike there points to gradient explosion). Without any
-NaN, a gradient norm that exceeds ``spike_factor`` × the median of the preceding points is an
-explosion warning (critical when it exceeds ``critical_factor`` ×).
+NaN, a gradient norm whose level (the median of blocks of at least ``block`` points) climbs past
+``spike_factor`` × the median of the levels before it is an explosion warning (critical past
+``critical_factor`` ×). A single outlier batch does not move a block's median: that is a bad
+batch, not an explosion.
 
 **Why it matters.** A NaN silently wastes every GPU hour after it; an exploding gradient is the
 usual step before it.
 
 **Thresholds.** ``spike_factor`` (10, from the seed: grad norm > 10 × median is an anomaly),
 ``critical_factor`` (100), ``ignore_first`` (share of the run at the start where large gradients
-are normal, 0.02), ``lookback`` (points before the first NaN searched for a spike, 50),
+are normal, 0.02), ``lookback`` (points before the first NaN searched for a spike, 50), ``block`` (5),
 ``min_points`` (20).
 
 **Fix.** Clip gradients (e.g. ``clip_grad_norm_(…, 1.0)``) and log the norm before and after
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
@@ -52,6 +57,7 @@ class Thresholds:
     critical_factor: float = 100.0
     ignore_first: float = 0.02
     lookback: int = 50
+    block: int = 5
     min_points: int = 20
 
 
@@ -73,6 +79,18 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     grad = history.series("grad_norm")
     evidence: list[Evidence] = []
     first_bad_step = None
+    overflow_note = ""
+    # A non-finite gradient norm while the loss stays finite is usually a mixed-precision loss
+    # scaler skipping an overflow step (the update is dropped, training goes on): it only kills
+    # the run when it persists to the end.
+    loss_roles = ("train_loss", "val_loss")
+    if grad is not None and not any(_first_nonfinite(history, r) for r in loss_roles):
+        bad = ~np.isfinite(grad.values)
+        tail = bad[-max(3, len(bad) // 10):]
+        if bad.any() and not tail.mean() > 0.5:
+            roles = loss_roles
+            overflow_note = (f"; {int(bad.sum())} non-finite gradient norm(s) while the loss stayed finite look like "
+                             "mixed-precision overflow steps skipped by the loss scaler")
     for role in roles:
         hit = _first_nonfinite(history, role)
         if hit is None:
@@ -112,26 +130,27 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     g = grad.finite()
     if len(g) < thresholds.min_points:
         return c.ok(module, f"no NaN/Inf; only {len(g)} gradient-norm points, too few to judge explosions")
-    start = max(int(len(g) * thresholds.ignore_first), 3)
-    # Median of everything logged before each point: a running reference that early large norms
-    # cannot poison once the run has settled.
-    v = g.values
+    # An explosion is sustained: the gradient norm's level (medians of blocks of at least
+    # ``block`` points) climbs far above where it was before. A lone heavy-tailed outlier is a
+    # bad batch, not an explosion, and does not move a block median.
+    b = stats.binned(g.steps, g.values, max(1, min(200, len(g) // thresholds.block)))
+    v = b.median
     ref = _running_median(v)
     ratio = np.where(ref > 0, v / np.maximum(ref, 1e-300), 0.0)
-    ratio[:start] = 0.0
+    ratio[: max(int(len(v) * thresholds.ignore_first), 2)] = 0.0
     worst = int(np.argmax(ratio))
     if ratio[worst] <= thresholds.spike_factor:
-        return c.ok(module, f"no NaN/Inf; gradient norm at most {c.fmt(ratio[worst])}x its running median")
+        return c.ok(_SELF, f"no NaN/Inf loss; gradient-norm level at most {c.fmt(ratio[worst])}x its earlier median" + overflow_note)
     spikes = np.flatnonzero(ratio > thresholds.spike_factor)
     critical = ratio[worst] > thresholds.critical_factor
     ev = Evidence(
         history.key("grad_norm"), float(v[worst]), float(thresholds.spike_factor * ref[worst]),
-        float(g.steps[spikes[0]]), float(g.steps[spikes[-1]]), "grad_norm_explosion",
-        f"{len(spikes)} point(s) above {c.fmt(thresholds.spike_factor)}x the running median; worst {c.fmt(ratio[worst])}x",
+        float(b.steps[spikes[0]]), float(b.steps[spikes[-1]]), "grad_norm_explosion",
+        f"gradient-norm level above {c.fmt(thresholds.spike_factor)}x its earlier median in {len(spikes)} stretch(es); worst {c.fmt(ratio[worst])}x",
     )
     message = (
-        f"gradient norm exploded to {c.fmt(v[worst])} at step {c.fmt_step(g.steps[worst])}, "
-        f"{c.fmt(ratio[worst])}x its running median {c.fmt(ref[worst])} ({len(spikes)} such point(s)); no NaN yet."
+        f"gradient norm exploded: its level reached {c.fmt(v[worst])} around step {c.fmt_step(b.steps[worst])}, "
+        f"{c.fmt(ratio[worst])}x its earlier median {c.fmt(ref[worst])}; no NaN yet."
     )
     return c.problem(module, critical, message, RECOMMENDATION, [ev])
 

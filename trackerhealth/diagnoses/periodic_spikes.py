@@ -3,16 +3,20 @@
 **What it looks for.** Upward spikes of the training loss: points more than ``z`` robust standard
 deviations (MAD of the residual) and at least ``min_rel`` of the local level above a short rolling
 median, so a spike is a brief excursion that recovers, not a level change. Spikes right after a
-learning-rate jump (a warm restart) are excluded. When at least ``min_spikes`` remain and one
-period explains at least ``regular_share`` of the gaps between them (a gap of several periods
-counts, since sparse logging can miss a spike), the spikes are periodic. When the run logs its
-epoch, the period is compared with the epoch length.
+learning-rate jump (a warm restart) are excluded. Candidate periods come from the gaps between
+spikes (and the epoch length, when the run logs its epoch); for each, the spikes are folded onto
+their phase within the period (within 1 % of it, or one logging interval: data-order spikes recur
+at an exact step period, and a loose window lets random spikes line up). The spikes are periodic when in-phase spikes appear in at least
+``min_spikes`` cycles and in at least ``min_coverage`` of the run's cycles (sparse logging may miss
+some), and that coverage beats what the same number of randomly placed spikes would reach by
+``min_excess`` of the remaining room — so unrelated noise spikes neither hide the pattern nor
+fake one.
 
 **Why it matters.** A spike at the same place every epoch points at the data, not the optimizer:
 the loader does not shuffle, or one shard or batch is corrupt (bad labels, extreme values, a
 sequence or image size far outside the rest).
 
-**Thresholds.** ``z`` (6), ``min_rel`` (0.15), ``min_spikes`` (4), ``regular_share`` (0.7),
+**Thresholds.** ``z`` (6), ``min_rel`` (0.15), ``min_spikes`` (5), ``min_coverage`` (0.85), ``min_excess`` (0.8),
 ``window`` (9 points of rolling baseline), ``critical_height`` (1.0: spikes that double the loss),
 ``min_points`` (40).
 
@@ -49,8 +53,9 @@ RECOMMENDATION = (
 class Thresholds:
     z: float = 6.0
     min_rel: float = 0.15
-    min_spikes: int = 4
-    regular_share: float = 0.7
+    min_spikes: int = 5
+    min_coverage: float = 0.85
+    min_excess: float = 0.8
     window: int = 9
     critical_height: float = 1.0
     min_points: int = 40
@@ -88,17 +93,23 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
             idx = idx[~near]
     if len(idx) < thresholds.min_spikes:
         return c.ok(_SELF, f"{len(idx)} isolated spike(s) in {key}; no periodic pattern")
-    period, share = stats.dominant_period(s[idx])
-    cadence = float(np.median(np.diff(s)))
-    expected = (s[-1] - s[idx[0]]) / period + 1 if period > 0 else 0
-    regular = share >= thresholds.regular_share and period >= 3 * cadence and len(idx) >= 0.5 * expected
-    if not regular:
-        return c.ok(_SELF, f"{len(idx)} spikes in {key}, but no period explains their spacing (best {c.fmt(share * 100)}%)")
-
     base = stats.rolling_median(v, thresholds.window)
+    if len(idx) > 300:  # the comb test is quadratic in spikes; the tallest 300 carry any period
+        idx = np.sort(idx[np.argsort(v[idx] - base[idx])[-300:]])
+    cadence = float(np.median(np.diff(s)))
+    epoch_len = _epoch_length(history)
+    comb = stats.periodic_comb(s[idx], float(s[0]), float(s[-1]), 3 * cadence,
+                               np.array([epoch_len]) if epoch_len else None)
+    regular = (comb is not None and comb.cycles_hit >= thresholds.min_spikes and comb.coverage >= thresholds.min_coverage
+               and comb.excess >= thresholds.min_excess)
+    if not regular:
+        best = (f"best: period {c.fmt(comb.period)}, {comb.cycles_hit} cycles hit, {c.fmt(100 * comb.coverage)}% of cycles vs "
+                f"{c.fmt(100 * comb.chance)}% by chance") if comb else "too few"
+        return c.ok(_SELF, f"{len(idx)} spikes in {key}, but no period explains them ({best})")
+    period, coverage, in_phase = comb.period, comb.coverage, comb.cycles_hit
+    idx = idx[comb.in_phase]
     heights = (v[idx] - base[idx]) / np.maximum(np.abs(base[idx]), 1e-12)
     height = float(np.median(heights))
-    epoch_len = _epoch_length(history)
     per_epoch = ""
     if epoch_len:
         multiple = period / epoch_len
@@ -106,7 +117,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
             per_epoch = " — once per epoch" if round(multiple) == 1 else f" — every {round(multiple)} epochs"
     evidence = [
         Evidence(key, period, None, float(s[idx[0]]), float(s[idx[-1]]), "spike_period",
-                 f"{len(idx)} spikes; period {c.fmt(period)} steps explains {c.fmt(100 * share)}% of the gaps{per_epoch}"),
+                 f"spikes in {in_phase} cycles ({c.fmt(100 * coverage)}% of them; random spikes would reach {c.fmt(100 * comb.chance)}%){per_epoch}"),
         Evidence(key, height, thresholds.min_rel, float(s[idx[0]]), float(s[idx[-1]]), "spike_height",
                  "median spike height relative to the local loss level"),
     ]
