@@ -5,13 +5,16 @@ run did not log is ``None`` with the reason, never an invented number.
 
 - ``convergence_speed`` — steps to reach 90 % of the run's total loss improvement, as a share of
   the run, combined with how large that improvement is.
-- ``stability`` — coefficient of variation (std/mean) of the val loss (train loss when no val)
-  over its last ``tail`` points; 0 when the loss became NaN/Inf.
-- ``gradient_health`` — gradient-norm std relative to its median (the seed's oscillation risk when
-  > 2) and spikes above 10 × median; 0 when the norm became NaN/Inf.
+- ``stability`` — the recent wobble of the val loss (train loss when no val): robust std of its
+  point-to-point changes over the last 50 points, relative to how far the loss has come (start
+  minus best), so a loss near zero is not called unstable; 0 when the loss became NaN/Inf.
+- ``gradient_health`` — gradient-norm std relative to its median over the second half of the run
+  (the seed's oscillation risk when > 2) and spikes above 10 × median; 0 when the norm is NaN/Inf
+  at the end; capped when gradients vanish.
 - ``resource_efficiency`` — mean GPU utilization, else the compute share of step time; samples/s
   are reported alongside.
-- ``overfitting_risk`` — val/train loss ratio at the end and its trend since the val minimum.
+- ``overfitting_risk`` — val/train loss ratio at the end and its trend since the val minimum (with a
+  floor of 5 % of the starting loss added to both, so two losses near zero do not make a huge ratio).
 - ``score`` — the mean of the available dimensions, less ``penalty_critical`` per critical and
   ``penalty_warning`` per warning finding, floored at 0.
 """
@@ -62,19 +65,33 @@ def convergence_speed(view: RoleView) -> DimensionScore:
     return DimensionScore("convergence_speed", _clip(score), basis)
 
 
+def _start_level(view: RoleView) -> float | None:
+    loss = view.series("train_loss")
+    if loss is None or len(loss.finite()) < 3:
+        return None
+    head, _ = stats.head_tail(loss.finite().values)
+    return head
+
+
 def stability(view: RoleView) -> DimensionScore:
-    role = "val_loss" if view.series("val_loss") is not None and len(view.series("val_loss").finite()) >= 3 else "train_loss"
+    val = view.series("val_loss")
+    role = "val_loss" if val is not None and len(val.finite()) >= 5 else "train_loss"
     s = view.series(role)
     if s is None:
         return DimensionScore("stability", None, {}, "no loss logged")
     if _has_nonfinite(s):
         return DimensionScore("stability", 0.0, {"nonfinite_points": float((~np.isfinite(s.values)).sum())}, f"{view.key(role)} became NaN/Inf")
+    if len(s) < 5:
+        return DimensionScore("stability", None, {"points": len(s)}, "fewer than 5 points")
     tail = s.values[-TAIL_POINTS:]
-    mean = float(np.mean(tail))
-    if len(tail) < 3 or mean == 0:
-        return DimensionScore("stability", None, {"points": len(tail)}, "too few points")
-    cv = float(np.std(tail) / abs(mean))
-    return DimensionScore("stability", _clip(100 * np.exp(-cv / 0.3)), {"metric_is_val": float(role == "val_loss"), "points": len(tail), "cv": cv})
+    # The recent wobble (robust std of point-to-point changes) measured against how far the loss
+    # has come: a loss near zero is not unstable because its coefficient of variation is large.
+    wobble = stats.mad(np.diff(tail)) / np.sqrt(2)
+    progress = max(float(np.max(s.values[: max(3, len(s) // 50)])) - float(np.min(s.values)), 1e-12)
+    ratio = wobble / progress
+    basis = {"metric_is_val": float(role == "val_loss"), "points": float(len(tail)), "recent_wobble": wobble,
+             "progress": progress, "wobble_over_progress": ratio}
+    return DimensionScore("stability", _clip(100 * np.exp(-ratio / 0.15)), basis)
 
 
 def gradient_health(view: RoleView, findings: Sequence[Finding]) -> DimensionScore:
@@ -95,6 +112,9 @@ def gradient_health(view: RoleView, findings: Sequence[Finding]) -> DimensionSco
     v = g.values[~bad]  # a few overflow steps skipped by a loss scaler are not the run's gradient
     if len(v) < 5:
         return DimensionScore("gradient_health", None, {"points": len(v)}, "fewer than 5 gradient-norm points")
+    # The second half: early norms are large by nature and shrink as the loss falls; mixing the two
+    # would call every converging run oscillating.
+    v = v[len(v) // 2:]
     med = float(np.median(v))
     std = float(np.std(v))
     ratio = std / med if med > 0 else float("inf")
@@ -136,7 +156,9 @@ def overfitting_risk(view: RoleView) -> DimensionScore:
     if len(val) < 2 or len(train) < 2:
         return DimensionScore("overfitting_risk", None, {}, "too few finite loss points")
     t_at = np.interp(val.steps, train.steps, stats.rolling_median(train.values, 5))
-    ratio = val.values / np.where(t_at > 0, t_at, np.nan)
+    # A floor of 5 % of the starting loss keeps the ratio meaningful when both losses near zero.
+    floor = 0.05 * abs(_start_level(view) or 0.0)
+    ratio = (val.values + floor) / np.where(t_at + floor > 0, t_at + floor, np.nan)
     ratio = ratio[np.isfinite(ratio)]
     if len(ratio) < 2:
         return DimensionScore("overfitting_risk", None, {}, "train loss is not positive")

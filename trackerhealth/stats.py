@@ -199,7 +199,7 @@ class Comb:
     cycles_hit: int  # distinct cycles holding an in-phase event
     coverage: float  # share of the run's cycles that hold an in-phase event
     chance: float  # the coverage randomly placed events would reach
-    excess: float  # (coverage - chance) / (1 - chance): 0 for random events, 1 for a perfect comb
+    p_value: float  # family-wise chance of hitting this many cycles at random (Bonferroni over candidates)
 
 
 def periodic_comb(positions: np.ndarray, start: float, end: float, min_period: float,
@@ -211,7 +211,9 @@ def periodic_comb(positions: np.ndarray, start: float, end: float, min_period: f
     the periodic part. Coverage counts distinct cycles holding an in-phase event (two events in
     one cycle count once), and is compared with the coverage that the same number of randomly
     placed events would reach, so a run full of random spikes does not look periodic. Among
-    near-equal periods the shortest wins (a period's multiples score alike).
+    near-equal periods the shortest wins (a period's multiples score alike). ``p_value`` is the
+    binomial probability of hitting that many cycles by chance, multiplied by the number of
+    periods tried: with few cycles and many spikes, a perfect-looking comb can be luck.
     """
     positions = np.asarray(positions, dtype=float)
     n = len(positions)
@@ -241,7 +243,9 @@ def periodic_comb(positions: np.ndarray, start: float, end: float, min_period: f
         coverage = min(1.0, hit / cycles)
         chance = 1.0 - np.exp(-(n / cycles) * min(1.0, 2 * tol / period))
         excess = (coverage - chance) / (1.0 - chance) if chance < 1.0 else 0.0
-        found.append((excess * coverage, Comb(float(period), mask, hit, float(coverage), float(chance), float(excess))))
+        p_hit = float(stats.binom.sf(hit - 1, max(hit, int(np.ceil(cycles))), chance))
+        comb = Comb(float(period), mask, hit, float(coverage), float(chance), min(1.0, p_hit * len(cands)))
+        found.append((excess * coverage, comb))
     if not found:
         return None
     top = max(score for score, _ in found)

@@ -3,7 +3,9 @@
 **What it looks for.** The validation loss (lightly smoothed; sparse logging is fine) reached its
 best value and then rose by at least ``min_rise`` over at least ``min_rise_points`` evaluations
 spanning ``min_rise_steps`` steps (or ``min_rise_share`` of the run, whichever is smaller), while
-the training loss over the same stretch did not rise. At each evaluation the val/train ratio is
+the training loss kept falling — by at least ``min_train_drop`` since the val minimum — and the
+val/train ratio grew to at least ``min_ratio`` (val worse than train, the gap widening). Only the
+living run is judged: up to the first NaN/Inf, without a final val blow-up (divergence). At each evaluation the val/train ratio is
 computed against the training loss logged since the previous evaluation; the finding is critical
 when that ratio ends above ``ratio_critical`` (2.0 in the seed) and is still rising. Per-layer
 weight norms, when logged, are reported: late layers' norms swelling after the val minimum is the
@@ -13,7 +15,8 @@ stopping) does not reach these thresholds.
 **Why it matters.** After the val minimum every step makes the model worse on unseen data.
 
 **Thresholds.** ``min_rise`` (0.1), ``min_rise_points`` (3), ``min_rise_steps`` (500, from the seed),
-``min_rise_share`` (0.15), ``ratio_critical`` (2.0), ``min_val_points`` (4).
+``min_rise_share`` (0.15), ``ratio_critical`` (2.0), ``min_val_points`` (4), ``min_train_drop``
+(0.3), ``min_ratio`` (1.2).
 
 **Fix.** Keep the checkpoint at the val minimum and add early stopping; add regularization
 (dropout, weight decay), data augmentation or more data; reduce model size.
@@ -50,6 +53,8 @@ class Thresholds:
     min_rise_share: float = 0.15
     ratio_critical: float = 2.0
     min_val_points: int = 4
+    min_train_drop: float = 0.3
+    min_ratio: float = 1.2
 
 
 def _train_at(train_steps, train_values, val_steps):
@@ -69,8 +74,13 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     missing = c.missing_roles(_SELF, history)
     if missing:
         return missing
-    train = c.until_first_nonfinite(history.series("train_loss")).finite()
-    val = c.until_first_nonfinite(history.series("val_loss")).finite()
+    # Judge only the living run: up to the first NaN/Inf anywhere, and without a final blow-up
+    # (a val loss 10x its earlier level is divergence, the nonfinite diagnosis' business).
+    death = _first_nonfinite_step(history)
+    train = history.series("train_loss").finite().between(-np.inf, death)
+    val = history.series("val_loss").finite().between(-np.inf, death)
+    while len(val) > thresholds.min_val_points and val.values[-1] > 10 * np.median(val.values[:-1]):
+        val = Series(val.steps[:-1], val.values[:-1], val.wall_times[:-1])
     vkey, tkey = history.key("val_loss"), history.key("train_loss")
     if len(val) < thresholds.min_val_points or len(train) < 3:
         return c.skipped(_SELF, f"only {len(val)} val-loss points; need {thresholds.min_val_points}")
@@ -94,15 +104,16 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     ratio = val.values / np.where(train_at > 0, train_at, np.nan)
     train_best = float(np.nanmedian(train_at[max(0, best - 1): best + 2]))
     train_end = float(np.nanmedian(train_at[-min(3, len(train_at)):]))
-    train_not_rising = not (train_end > train_best * 1.05)
+    train_drop = (train_best - train_end) / train_best if train_best > 0 else 0.0
+    ratio_end = float(np.nanmedian(ratio[-min(3, len(ratio)):]))
+    ratio_best = float(ratio[best]) if np.isfinite(ratio[best]) else float("nan")
+    gap_growing = ratio_end >= thresholds.min_ratio and not (ratio_end <= ratio_best)
 
     overfit = (rise >= thresholds.min_rise and points_after >= thresholds.min_rise_points
-               and steps_after >= need_steps and train_not_rising)
+               and steps_after >= need_steps and train_drop >= thresholds.min_train_drop and gap_growing)
     if not overfit:
         return c.ok(_SELF, f"{vkey} ends {c.fmt(100 * rise)}% above its best ({c.fmt(best_val)} at step {c.fmt_step(val.steps[best])})")
 
-    ratio_end = float(np.nanmedian(ratio[-min(3, len(ratio)):]))
-    ratio_best = float(ratio[best]) if np.isfinite(ratio[best]) else float("nan")
     ratio_rising = np.isfinite(ratio_best) and ratio_end > ratio_best
     evidence = [
         Evidence(vkey, rise, thresholds.min_rise, float(val.steps[best]), float(val.steps[-1]), "val_loss_rise",
@@ -123,3 +134,15 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     message = (f"{vkey} rose {c.fmt(100 * rise)}% from its best {c.fmt(best_val)} (step {c.fmt_step(val.steps[best])}) to {c.fmt(end_val)} "
                f"while {tkey} went {c.fmt(train_best)} → {c.fmt(train_end)}; val/train ratio now {c.fmt(ratio_end)}.")
     return c.problem(_SELF, critical, message, RECOMMENDATION, evidence)
+
+
+def _first_nonfinite_step(history: RoleView) -> float:
+    """The step at which the run died (first NaN/Inf in a loss or the gradient norm), else +inf."""
+    steps = [np.inf]
+    for role in ("train_loss", "val_loss", "grad_norm"):
+        s = history.series(role)
+        if s is not None:
+            bad = np.flatnonzero(~np.isfinite(s.values))
+            if len(bad):
+                steps.append(float(s.steps[bad[0]]) - 1e-9)
+    return min(steps)

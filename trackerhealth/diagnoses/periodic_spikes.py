@@ -8,15 +8,15 @@ spikes (and the epoch length, when the run logs its epoch); for each, the spikes
 their phase within the period (within 1 % of it, or one logging interval: data-order spikes recur
 at an exact step period, and a loose window lets random spikes line up). The spikes are periodic when in-phase spikes appear in at least
 ``min_spikes`` cycles and in at least ``min_coverage`` of the run's cycles (sparse logging may miss
-some), and that coverage beats what the same number of randomly placed spikes would reach by
-``min_excess`` of the remaining room — so unrelated noise spikes neither hide the pattern nor
-fake one.
+some), and hitting that many cycles by chance — given how many spikes there are and how
+many periods were tried — has a probability of at most ``max_p_value`` (binomial, Bonferroni) —
+so unrelated noise spikes neither hide the pattern nor fake one.
 
 **Why it matters.** A spike at the same place every epoch points at the data, not the optimizer:
 the loader does not shuffle, or one shard or batch is corrupt (bad labels, extreme values, a
 sequence or image size far outside the rest).
 
-**Thresholds.** ``z`` (6), ``min_rel`` (0.15), ``min_spikes`` (5), ``min_coverage`` (0.85), ``min_excess`` (0.8),
+**Thresholds.** ``z`` (6), ``min_rel`` (0.15), ``min_spikes`` (5), ``min_coverage`` (0.85), ``max_p_value`` (0.01),
 ``window`` (9 points of rolling baseline), ``critical_height`` (1.0: spikes that double the loss),
 ``min_points`` (40).
 
@@ -55,7 +55,7 @@ class Thresholds:
     min_rel: float = 0.15
     min_spikes: int = 5
     min_coverage: float = 0.85
-    min_excess: float = 0.8
+    max_p_value: float = 0.01
     window: int = 9
     critical_height: float = 1.0
     min_points: int = 40
@@ -101,7 +101,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     comb = stats.periodic_comb(s[idx], float(s[0]), float(s[-1]), 3 * cadence,
                                np.array([epoch_len]) if epoch_len else None)
     regular = (comb is not None and comb.cycles_hit >= thresholds.min_spikes and comb.coverage >= thresholds.min_coverage
-               and comb.excess >= thresholds.min_excess)
+               and comb.p_value <= thresholds.max_p_value)
     if not regular:
         best = (f"best: period {c.fmt(comb.period)}, {comb.cycles_hit} cycles hit, {c.fmt(100 * comb.coverage)}% of cycles vs "
                 f"{c.fmt(100 * comb.chance)}% by chance") if comb else "too few"
@@ -117,7 +117,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
             per_epoch = " — once per epoch" if round(multiple) == 1 else f" — every {round(multiple)} epochs"
     evidence = [
         Evidence(key, period, None, float(s[idx[0]]), float(s[idx[-1]]), "spike_period",
-                 f"spikes in {in_phase} cycles ({c.fmt(100 * coverage)}% of them; random spikes would reach {c.fmt(100 * comb.chance)}%){per_epoch}"),
+                 f"spikes in {in_phase} cycles ({c.fmt(100 * coverage)}% of them; random spikes would reach {c.fmt(100 * comb.chance)}%, "
+                 f"p={c.fmt(comb.p_value)}){per_epoch}"),
         Evidence(key, height, thresholds.min_rel, float(s[idx[0]]), float(s[idx[-1]]), "spike_height",
                  "median spike height relative to the local loss level"),
     ]

@@ -1,18 +1,21 @@
 """Loss falls, but so slowly that the run will not get anywhere.
 
-**What it looks for.** After warm-up and before any NaN, a training loss that is falling steadily
-(Spearman correlation with the step ≤ −``min_monotonic`` over 20 binned medians), is still falling
-at the end (the last quarter sits at least ``still_falling`` below the third — a finished plateau is
-not slow), and yet over the whole run has improved by less than ``max_improvement`` of where it
-started. The evidence gives the improvement and a projection: how many more runs of this length it
-would take to halve the loss at the current rate (critical beyond ``critical_runs_to_halve``).
+**What it looks for.** After warm-up, before any NaN, and past the first tenth of the run (where a
+run settles), a straight line is fitted through the medians of ``bins`` bins of the training loss
+(medians shrug off heavy-tailed batch noise). The loss is falling steadily when that line's slope
+is significantly negative (t ≤ −``min_t``) and still negative over the second half
+(t ≤ −``min_t_tail``: a finished plateau is not slow) — or when the validation loss, measured on a
+fixed set and so nearly noise-free, falls with t ≤ −``min_val_t``. It is slow when the fitted fall
+over the run (of the val loss too, when logged) is below ``max_improvement``. The evidence gives
+the improvement and a projection: how many more runs of this length it would take to halve the
+loss at the current rate (critical beyond ``critical_runs_to_halve``).
 
 **Why it matters.** Typical causes are an initialization that is too small (activations saturate),
 unnormalized input features, or an optimizer set up too timidly (a tiny learning rate, a huge Adam
 epsilon). The run burns compute for a model that is barely better than its start.
 
-**Thresholds.** ``max_improvement`` (0.15), ``min_monotonic`` (0.6), ``still_falling`` (0.005),
-``critical_runs_to_halve`` (20), ``min_points`` (30).
+**Thresholds.** ``max_improvement`` (0.15), ``min_t`` (2.5), ``min_t_tail`` (1), ``min_val_t`` (10), ``bins`` (30),
+``critical_runs_to_halve`` (20), ``min_runs_to_halve`` (4), ``min_points`` (30).
 
 **Fix.** Normalize input features (zero mean, unit variance); use a standard initialization
 (He/Kaiming for ReLU, Xavier/Glorot for tanh) and add Batch/LayerNorm; raise the learning rate
@@ -23,6 +26,9 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as scipy_stats
 
 from .. import stats
 from ..roles import RoleView
@@ -43,10 +49,34 @@ RECOMMENDATION = (
 @dataclass(frozen=True)
 class Thresholds:
     max_improvement: float = 0.15
-    min_monotonic: float = 0.6
-    still_falling: float = 0.005
+    min_t: float = 2.5
+    min_t_tail: float = 1.0
+    min_val_t: float = 10.0
+    bins: int = 30
     critical_runs_to_halve: float = 20.0
+    min_runs_to_halve: float = 4.0
     min_points: int = 30
+
+
+def _line(s: np.ndarray, v: np.ndarray):
+    """Least-squares line through the loss: slope, its t statistic, and the fitted start and end."""
+    if len(v) > 4000:  # a line through 2,000 bin medians is the same line, at bounded cost
+        b = stats.binned(s, v, 2000)
+        s, v = b.steps, b.median
+    fit = scipy_stats.linregress(s, v)
+    t = fit.slope / fit.stderr if fit.stderr > 0 else (-np.inf if fit.slope < 0 else 0.0)
+    return fit.slope, float(t), fit.intercept + fit.slope * s[0], fit.intercept + fit.slope * s[-1]
+
+
+def _val_line(history: RoleView, death: float):
+    """The val loss' fitted line (a fixed evaluation set: its fall is nearly noise-free), or None."""
+    val = history.series("val_loss")
+    if val is None:
+        return None
+    val = val.finite().between(-np.inf, death)
+    if len(val) < 5:
+        return None
+    return _line(val.steps, val.values)
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -54,30 +84,46 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     if loss is None:
         return c.skipped(_SELF, reason)
     key = history.key("train_loss")
-    v, s = loss.values, loss.steps
-    head, tail = stats.head_tail(v)
-    if head <= 0:
-        return c.skipped(_SELF, f"{key} is not positive (starts at {c.fmt(head)}); relative change is undefined")
-    improvement = (head - tail) / head
-    # Twenty bins: each median averages enough steps that a slow, steady fall shows through noise.
-    b = stats.binned(s, v, 20)
-    _, rho = stats.trend(b.steps, b.median)
-    third = len(v) * 2 // 3
-    slope, _ = stats.trend(s[third:], v[third:])
+    # The first tenth is where a run settles (a blow-up, a fast first drop); the question is how
+    # the loss behaves after that. Medians of 30 bins shrug off heavy-tailed batch noise.
+    skip = len(loss) // 10
+    b = stats.binned(loss.steps[skip:], loss.values[skip:], thresholds.bins)
+    s, v = b.steps, b.median
+    if len(v) < 6:
+        return c.skipped(_SELF, f"only {len(v)} train-loss bins after the first tenth; need 6")
+    slope, t_all, start_fit, end_fit = _line(s, v)
+    half = len(v) // 2
+    _, t_tail, _, _ = _line(s[half:], v[half:])
+    if start_fit <= 0:
+        return c.skipped(_SELF, f"{key} is not positive; relative change is undefined")
+    improvement = (start_fit - end_fit) / start_fit
     span = s[-1] - s[0]
-    last_drop = stats.quarter_drop(v)
-    falling = rho <= -thresholds.min_monotonic and last_drop >= thresholds.still_falling
-    if not (falling and 0 < improvement < thresholds.max_improvement):
-        return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}% over the run (trend correlation {c.fmt(rho)})")
+    val_line = _val_line(history, float(loss.steps[-1]))
+    val_improvement = (val_line[2] - val_line[3]) / val_line[2] if val_line and val_line[2] > 0 else None
 
-    # At the end-of-run slope, how many runs of this length to reach half the current loss?
-    runs_to_halve = (0.5 * tail) / (-slope * span) if slope < 0 and span > 0 else float("inf")
+    train_falls = t_all <= -thresholds.min_t and t_tail <= -thresholds.min_t_tail
+    val_falls = val_line is not None and val_line[1] <= -thresholds.min_val_t
+    small = 0 < improvement < thresholds.max_improvement and (val_improvement is None or val_improvement < thresholds.max_improvement)
+    if not ((train_falls or val_falls) and small):
+        return c.ok(_SELF, f"{key} fitted improvement {c.fmt(100 * improvement)}% after the first tenth (trend t={c.fmt(t_all)})")
+
+    # At the end-of-run slope, how many runs of this length to reach half the current loss? A
+    # loss that would halve within a few more such runs (a language model's power law) is slow
+    # but not extremely so.
+    runs_to_halve = (0.5 * end_fit) / (-slope * span) if slope < 0 and span > 0 else float("inf")
+    if runs_to_halve < thresholds.min_runs_to_halve:
+        return c.ok(_SELF, f"{key} fell {c.fmt(100 * improvement)}% but would halve within {c.fmt(runs_to_halve)} more runs of this length")
     evidence = [
         Evidence(key, improvement, thresholds.max_improvement, float(s[0]), float(s[-1]), "small_improvement",
-                 f"loss {c.fmt(head)} at the start, {c.fmt(tail)} at the end"),
-        Evidence(key, runs_to_halve, thresholds.critical_runs_to_halve, float(s[third]), float(s[-1]), "runs_to_halve",
-                 f"last quarter {c.fmt(100 * last_drop)}% below the third; slope {c.fmt(slope)} per step"),
+                 f"fitted loss {c.fmt(start_fit)} → {c.fmt(end_fit)} after the first tenth of the run"),
+        Evidence(key, t_all, -thresholds.min_t, float(s[0]), float(s[-1]), "steady_fall",
+                 f"trend t statistic of the binned loss; {c.fmt(t_tail)} over its second half"),
+        Evidence(key, runs_to_halve, thresholds.critical_runs_to_halve, float(s[half]), float(s[-1]), "runs_to_halve",
+                 f"slope {c.fmt(slope)} per step"),
     ]
-    message = (f"{key} fell only {c.fmt(100 * improvement)}% in {c.fmt_step(span)} steps ({c.fmt(head)} → {c.fmt(tail)}) and is still "
+    if val_line is not None:
+        evidence.append(Evidence(history.key("val_loss"), val_line[1], -thresholds.min_val_t, None, None, "val_steady_fall",
+                                 f"val loss {c.fmt(val_line[2])} → {c.fmt(val_line[3])} (fitted), trend t statistic"))
+    message = (f"{key} fell only {c.fmt(100 * improvement)}% in {c.fmt_step(span)} steps ({c.fmt(start_fit)} → {c.fmt(end_fit)}) and is still "
                f"falling steadily: at this rate halving it takes about {c.fmt(runs_to_halve)} more runs of this length.")
     return c.problem(_SELF, runs_to_halve > thresholds.critical_runs_to_halve, message, RECOMMENDATION, evidence)

@@ -1,0 +1,89 @@
+"""Scenario tests per diagnosis on trained runs: the finding, its evidence and its fix."""
+
+import numpy as np
+import pytest
+
+from tests.corpus import evaluate
+from trackerhealth import RunHistory, RunRef, analyze, diagnoses
+from trackerhealth.adapters.files import read_histories
+from trackerhealth.schema import ERROR, SKIPPED
+
+MANIFEST = evaluate.load_manifest()
+FAULTY = [(e["name"], fault) for e in MANIFEST for fault in e["faults"]]
+
+
+def _history(name):
+    entry = next(e for e in MANIFEST if e["name"] == name)
+    return read_histories(evaluate.HERE / entry["file"])[0]
+
+
+@pytest.mark.parametrize("name, diag_id", FAULTY, ids=[f"{d}:{n}" for n, d in FAULTY])
+def test_fault_is_found_with_evidence_inside_the_run_and_a_fix(name, diag_id):
+    history = _history(name)
+    finding = analyze(history).finding(diag_id)
+    assert finding.level in ("warning", "critical"), finding
+    assert finding.recommendation and finding.message
+    assert any(ch.isdigit() for ch in finding.message), "the message gives the numbers"
+    assert finding.evidence
+    first, last = min(s.steps[0] for s in map(history.get, history.keys())), history.last_step
+    for ev in finding.evidence:
+        assert ev.code
+        assert ev.metric.split(" / ")[0] in history.keys() or ev.metric.split(" - ")[0] in history.keys(), ev.metric
+        if ev.step_start is not None:
+            assert first <= ev.step_start <= (ev.step_end if ev.step_end is not None else last) <= last + 1e-9
+
+
+def test_nonfinite_is_always_critical_and_names_the_first_bad_step():
+    h = _history("nan_exploding_lr_linreg")
+    f = analyze(h).finding("nonfinite")
+    loss = h[f.evidence[0].metric]
+    first_bad = loss.steps[np.flatnonzero(~np.isfinite(loss.values))[0]]
+    assert f.level == "critical" and f.evidence[0].step_start == first_bad
+
+
+@pytest.mark.parametrize("diag_id", list(diagnoses.REGISTRY))
+def test_a_run_without_the_needed_metrics_is_skipped_with_the_reason(diag_id):
+    h = RunHistory.from_series(RunRef("file", "p", "r"), {"accuracy": (np.arange(100), np.linspace(0.1, 0.9, 100))})
+    f = analyze(h).finding(diag_id)
+    assert f.level == SKIPPED and "not logged" in f.message or "fewer than" in f.message, f.message
+
+
+def test_a_diagnosis_that_raises_becomes_an_error_finding_for_that_run_only(monkeypatch):
+    diag = diagnoses.REGISTRY["overfitting"]
+
+    def boom(history, thresholds):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(diag.module, "run", boom)
+    report = analyze(_history("overfit_spirals_wandb"))
+    broken = report.finding("overfitting")
+    assert broken.level == ERROR and "ZeroDivisionError" in broken.message
+    assert report.finding("nonfinite").level == "ok" and report.score is not None
+
+
+def test_healthy_runs_with_schedules_are_quiet():
+    for name in ("healthy_warmup_cosine_hf", "healthy_sgdr_wandb", "healthy_step_decay_keras",
+                 "healthy_noisy_batch4_plain", "healthy_early_stopping_lightning", "healthy_fast_plateau_wandb"):
+        report = analyze(_history(name))
+        assert report.status == "ok", (name, [(f.id, f.message) for f in report.problems])
+        assert report.score is not None and report.score >= 50, (name, report.score)
+
+
+def test_scores_reflect_health():
+    healthy = analyze(_history("healthy_long_20k_wandb"))
+    dead = analyze(_history("nan_lr_schedule_typo_deep"))
+    assert healthy.score > dead.score + 30
+    assert dead.scores["stability"] == 0.0
+    bottleneck = analyze(_history("bottleneck_mlflow_slow_io"))
+    assert bottleneck.scores["resource_efficiency"] < 40
+    assert analyze(_history("healthy_fast_loader_mlflow")).scores["resource_efficiency"] > 80
+    overfit = analyze(_history("overfit_spirals_wandb"))
+    assert overfit.scores["overfitting_risk"] < healthy.scores["overfitting_risk"] or healthy.scores["overfitting_risk"] is None
+    for dim in healthy.dimensions:
+        assert dim.score is not None or dim.reason, dim
+
+
+def test_a_missing_dimension_says_why_instead_of_inventing_a_number():
+    report = analyze(_history("slow_unnormalized_features"))
+    res = next(d for d in report.dimensions if d.name == "resource_efficiency")
+    assert res.score is None and "GPU" in res.reason
