@@ -4,9 +4,10 @@ The run: 10 scalar series every step plus 64 per-layer gradient norms every 10 s
 (16.4 M points). Its values are generated (a stress case for size, not evidence for a diagnosis).
 
 Reported as ratios to baselines measured in the same run:
-- time: `trackerhealth analyze` end to end (read + build history + all diagnoses + scorecard,
-  in a fresh process, minus that process's import time) / the time pyarrow needs to read the file;
-  goal <= 4.
+- time: `trackerhealth analyze` end to end (read + build history + all diagnoses + scorecard +
+  JSON, in a fresh process, after imports) / the time pyarrow needs to read the file in a fresh
+  process (the like-for-like baseline); goal <= 4. The ratio to a warm, in-process read (which
+  reuses already-touched memory) is reported too.
 - memory: peak RSS of that process above an idle process that imported the same modules /
   the decoded column bytes of the table; goal <= 3.
 
@@ -82,23 +83,36 @@ def make_run(path: Path, steps: int, layers: int = 64, seed: int = 0) -> int:
 
 
 CHILD = r"""
-import resource, sys, time, json
+import sys, time, json
+
+
+def vm(field):
+    # /proc/self/status: VmHWM is the peak resident set, VmRSS the current one (kB).
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1])
+
+
 t_import = time.perf_counter()
 from trackerhealth.adapters.files import read_histories
 from trackerhealth.engine import analyze
 from trackerhealth.writers.formats import to_json
 import pyarrow.parquet
 imported = time.perf_counter()
-base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base_rss = vm("VmRSS")
+phases = {}
 if sys.argv[2] == "analyze":
-    reports = [analyze(h) for h in read_histories(sys.argv[1])]
+    histories = read_histories(sys.argv[1])
+    phases["read_and_build_s"] = time.perf_counter() - imported
+    reports = [analyze(h) for h in histories]
+    phases["diagnose_and_score_s"] = time.perf_counter() - imported - phases["read_and_build_s"]
     out = to_json(reports)
     n = sum(r.n_points for r in reports)
 else:
     n = pyarrow.parquet.read_table(sys.argv[1]).num_rows
 done = time.perf_counter()
-print(json.dumps({"seconds": done - imported, "base_rss_kb": base_rss,
-                  "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "points": n}))
+print(json.dumps({"seconds": done - imported, "phases": phases, "base_rss_kb": base_rss,
+                  "peak_rss_kb": vm("VmHWM"), "points": n}))
 """
 
 
@@ -131,18 +145,25 @@ def main() -> None:
     del table
     runs = [child(path, "analyze") for _ in range(args.repeat)]
     best = min(runs, key=lambda r: r["seconds"])
-    idle = child(path, "idle-read")  # a process that imported the same and only read with pyarrow
+    worst_rss = max(r["peak_rss_kb"] - r["base_rss_kb"] for r in runs)
+    # A fresh process that imported the same and only reads with pyarrow: the like-for-like
+    # baseline (a fresh process pays for first-touching ~0.5 GB that a warm one reuses).
+    idles = [child(path, "idle-read") for _ in range(args.repeat)]
+    idle = min(idles, key=lambda r: r["seconds"])
     read_best = min(read_times)
-    extra_rss = (best["peak_rss_kb"] - best["base_rss_kb"]) * 1024
+    extra_rss = worst_rss * 1024  # the highest peak of the repeats, not the luckiest
     result = {
         "points": rows,
         "file_mb": round(path.stat().st_size / 1e6, 1),
         "decoded_column_mb": round(decoded / 1e6, 1),
         "pyarrow_read_s": round(read_best, 3),
         "analyze_s": round(best["seconds"], 3),
-        "time_ratio": round(best["seconds"] / read_best, 2),
+        "pyarrow_read_fresh_process_s": round(idle["seconds"], 3),
+        "analyze_phases": {k: round(v, 3) for k, v in best["phases"].items()},
+        "time_ratio": round(best["seconds"] / idle["seconds"], 2),
+        "time_ratio_vs_warm_in_process_read": round(best["seconds"] / read_best, 2),
         "analyze_peak_extra_mb": round(extra_rss / 1e6, 1),
-        "pyarrow_read_peak_extra_mb": round((idle["peak_rss_kb"] - idle["base_rss_kb"]) * 1024 / 1e6, 1),
+        "pyarrow_read_peak_extra_mb": round(max(r["peak_rss_kb"] - r["base_rss_kb"] for r in idles) * 1024 / 1e6, 1),
         "memory_ratio": round(extra_rss / decoded, 2),
         "goals": {"time_ratio": 4.0, "memory_ratio": 3.0},
     }

@@ -102,7 +102,9 @@ class RunHistory:
         counter that restarts inside a run (it drops back to or below where the metric started)
         is re-based onto the previous segment's end, so the run reads as one continuous timeline.
         """
-        steps = np.asarray(steps, dtype=np.float64)
+        steps = np.asarray(steps)
+        if steps.dtype.kind not in "iuf":
+            steps = _to_float(steps)
         values = _to_float(values)
         n = len(steps)
         if wall_times is None:
@@ -116,30 +118,52 @@ class RunHistory:
             uniques = list(uniques)
         if not (len(values) == n == len(codes) == len(wall_times)):
             raise ValueError("steps, keys, values and wall_times must have the same length")
-        keep = (codes >= 0) & np.isfinite(steps)
+        # Integer steps are all finite; only float steps (or unknown keys) need a mask.
+        keep = codes >= 0 if steps.dtype.kind in "iu" else (codes >= 0) & np.isfinite(steps)
         if not keep.all():
             steps, values, wall_times, codes = steps[keep], values[keep], wall_times[keep], codes[keep]
-        # A stable sort on the key code alone is a radix sort (fastest on the narrowest integer
-        # type); log order within a key survives.
-        narrow = np.int16 if len(uniques) < 2**15 else np.int32 if len(uniques) < 2**31 else np.int64
-        order = np.argsort(codes.astype(narrow, copy=False), kind="stable")
-        counts = np.bincount(codes, minlength=len(uniques)) if len(codes) else np.zeros(len(uniques), np.int64)
-        ends = np.cumsum(counts)
-        starts = ends - counts
-        first_seen = {}
+        def blocks():
+            for lo in range(0, len(codes), _BLOCK):
+                sl = slice(lo, lo + _BLOCK)
+                yield lo, codes[sl], (steps[sl], values[sl], wall_times[sl])
+
+        return cls._from_blocks(ref, uniques, blocks)
+
+    @classmethod
+    def from_chunks(cls, ref: RunRef, key_names: list[str], chunks) -> RunHistory:
+        """Build from chunks of long rows in log order — ``(steps, key_codes, values, wall_times)``
+        with codes into ``key_names`` (e.g. Arrow record batches with one unified dictionary).
+
+        Nothing is concatenated up front: a 10^7-row Parquet file is grouped row group by row group.
+        Codes must be valid (>= 0) and steps finite; ``wall_times`` may be None.
+        """
+        chunks = list(chunks)  # two passes over them (count, then fill); each chunk is a view
+
+        def blocks():
+            lo = 0
+            for steps, codes, values, wall in chunks:
+                n = len(codes)
+                wall = np.full(n, np.nan) if wall is None else wall
+                for start in range(0, n, _BLOCK):
+                    sl = slice(start, start + _BLOCK)
+                    yield lo + start, codes[sl], (steps[sl], values[sl], wall[sl])
+                lo += n
+
+        return cls._from_blocks(ref, list(key_names), blocks)
+
+    @classmethod
+    def _from_blocks(cls, ref: RunRef, uniques: list, make_blocks) -> RunHistory:
+        groups, first_row = _group_rows(make_blocks, len(uniques))
         series: dict[str, Series] = {}
         notes: list[str] = []
-        for code, (start, end) in enumerate(zip(starts, ends)):
-            if start == end:
-                continue
-            idx = order[start:end]
+        first_seen = {}
+        for code, (s, v, w) in groups.items():
             key = str(uniques[code])
-            s, v, w = steps[idx], values[idx], wall_times[idx]
             s, v, w, note = _normalize_steps(key, s, v, w)
             if note:
                 notes.append(note)
             series[key] = Series(s, v, w)
-            first_seen[key] = int(idx[0])
+            first_seen[key] = first_row[code]
         ordered = dict(sorted(series.items(), key=lambda kv: first_seen[kv[0]]))
         return cls(ref, ordered, notes)
 
@@ -211,6 +235,44 @@ class RunHistory:
         return pd.concat(parts, ignore_index=True)
 
 
+_BLOCK = 1 << 20
+
+
+def _group_rows(make_blocks, n_codes: int):
+    """Split blocks of rows by key code, keeping log order within each key.
+
+    ``make_blocks()`` yields ``(first_row, codes, columns)`` afresh on each call. Pass one counts
+    each key's rows; pass two sorts each block (~10^6 rows) on its narrow key code — a radix sort —
+    and gathers it straight into preallocated per-key arrays. Block-sized temporaries stay in
+    cache, and nothing is concatenated, so peak memory is one copy of the rows. Returns
+    ``{code: (column, …)}`` and the first row of each code.
+    """
+    narrow = np.int16 if n_codes < 2**15 else np.int32 if n_codes < 2**31 else np.int64
+    counts = np.zeros(n_codes, dtype=np.int64)
+    n_columns = 0
+    for _, codes, columns in make_blocks():
+        counts += np.bincount(np.asarray(codes).astype(narrow, copy=False), minlength=n_codes)
+        n_columns = len(columns)
+    present = np.flatnonzero(counts).tolist()
+    out = {code: tuple(np.empty(counts[code], dtype=np.float64) for _ in range(n_columns)) for code in present}
+    filled = np.zeros(n_codes, dtype=np.int64)
+    first_row: dict[int, int] = {}
+    for lo, codes, columns in make_blocks():
+        block = np.asarray(codes).astype(narrow, copy=False)
+        order = np.argsort(block, kind="stable")
+        block_counts = np.bincount(block, minlength=n_codes)
+        ends = np.cumsum(block_counts)
+        for code in np.flatnonzero(block_counts).tolist():
+            idx = order[ends[code] - block_counts[code]: ends[code]]
+            if code not in first_row:
+                first_row[code] = lo + int(idx[0])
+            at = filled[code]
+            for dest, col in zip(out[code], columns):
+                dest[at: at + len(idx)] = col[idx]
+            filled[code] = at + len(idx)
+    return out, first_row
+
+
 def _to_float(values: Any) -> np.ndarray:
     """Values as float64; strings that are not numbers become NaN (reported by the readers)."""
     arr = np.asarray(values)
@@ -224,7 +286,7 @@ def _normalize_steps(key: str, s: np.ndarray, v: np.ndarray, w: np.ndarray):
     note = ""
     if len(s) > 1:
         d = np.diff(s)
-        if (d < 0).any():
+        if d.min() < 0:
             drops = np.flatnonzero(d < 0) + 1
             # A restart: the counter falls back to (or below) where this metric's segment began.
             seg_start = np.concatenate(([0], drops))
@@ -244,7 +306,8 @@ def _normalize_steps(key: str, s: np.ndarray, v: np.ndarray, w: np.ndarray):
             if (np.diff(s) < 0).any():
                 order = np.argsort(s, kind="stable")
                 s, v, w = s[order], v[order], w[order]
-        dup = np.diff(s) == 0
+            d = np.diff(s)
+        dup = d == 0
         if dup.any():
             # Keep the last value logged for a step, as trackers do when a step is re-logged.
             last = np.concatenate((~dup, [True]))

@@ -58,6 +58,8 @@ def until_first_nonfinite(s: Series) -> Series:
 
 def after_warmup(view: RoleView, s: Series) -> Series:
     """Drop the learning-rate warm-up: a loss that has not started to fall yet is no fault."""
+    if len(s) == 0:
+        return s
     lr = view.series("lr")
     end = stats.warmup_end(lr.steps, lr.values) if lr is not None else None
     if end is None or end >= s.steps[-1]:

@@ -123,5 +123,6 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         confirm = " Log data_time and compute_time per step to confirm the input pipeline is the cause."
     elif not has_util:
         confirm = " Log GPU utilization (system metrics) to see how idle the accelerator is."
-    message = " and ".join(said).capitalize() + ": the accelerator is waiting for input." + confirm
+    text = " and ".join(said)
+    message = text[0].upper() + text[1:] + ": the accelerator is waiting for input." + confirm
     return c.problem(_SELF, critical, message, RECOMMENDATION, evidence)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
@@ -38,6 +40,31 @@ def file_stem(path: Path) -> str:
     return stem if dot and stem else name
 
 
+_GENERIC_STEMS = {"metrics", "trainer_state", "history", "log", "logs", "train", "events", "scalars", "progress"}
+_GENERIC_DIRS = {"lightning_logs", "logs", "log", "output", "outputs", "runs", "results", "train", "wandb", "files"}
+_VERSIONED = re.compile(r"^(version_\d+|checkpoint-\d+|run[-_]?\d+)$", re.I)
+
+
+def run_name(path: Path) -> str:
+    """A name a person can tell apart: ``metrics.csv`` under ``my_exp/lightning_logs/version_0``
+    is ``my_exp/version_0``, not ``metrics``."""
+    stem = file_stem(path)
+    if stem.lower() not in _GENERIC_STEMS:
+        return stem
+    version, meaningful = None, None
+    for parent in path.resolve().parents:
+        name = parent.name
+        if not name:
+            break
+        if _VERSIONED.match(name):
+            version = version or name
+        elif name.lower() not in _GENERIC_DIRS:
+            meaningful = name
+            break
+    parts = [p for p in (meaningful, version) if p]
+    return "/".join(parts) or stem
+
+
 def mtime(path: Path) -> float | None:
     try:
         return path.stat().st_mtime
@@ -64,7 +91,7 @@ class Origin:
             "path": path,
             "project": path.parent.resolve().name or str(path.parent),
             "id": stable_id(path),
-            "name": file_stem(path),
+            "name": run_name(path),
             "updated_at": mtime(path),
         }
         fields.update(overrides)
