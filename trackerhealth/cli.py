@@ -45,6 +45,7 @@ def main() -> None:
     Examples:
       trackerhealth analyze runs/*.parquet trainer_state.json metrics.csv
       trackerhealth analyze run.csv --format json > report.json
+      trackerhealth report lightning_logs/version_0/metrics.csv --html health.html
       trackerhealth diagnoses
     """
 
@@ -138,6 +139,15 @@ def diagnoses_markdown(chosen) -> str:
         out.append("")
     return "\n".join(out)
 
+
+def _register_commands() -> None:
+    # Commands with their own modules; each imports its integration (plotly, mlflow…) lazily.
+    from .report_cli import report
+
+    main.add_command(report)
+
+
+_register_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -71,25 +71,53 @@ def to_table(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] =
     return "\n".join(lines)
 
 
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|#!~"})
+
+
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    """Untrusted text as literal Markdown: no links, emphasis, code spans or raw HTML from a run name."""
+    return text.translate(_MD_SPECIAL).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
 
 
-def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = ()) -> str:
+def _md_url(url: str | None, allow_relative: bool = False) -> str | None:
+    """A link target safe to put in Markdown: http(s) (or a relative path), with spaces and
+    parentheses percent-encoded so the link cannot be broken out of."""
+    if not url:
+        return None
+    url = str(url).strip()
+    scheme = url.split(":", 1)[0].lower() if ":" in url.split("/", 1)[0] else ""
+    if scheme not in ("http", "https") and not (allow_relative and not scheme and not url.startswith("//")):
+        return None
+    if any(ord(c) < 32 for c in url):
+        return None
+    return url.replace(" ", "%20").replace("(", "%28").replace(")", "%29").replace("<", "%3C").replace(">", "%3E")
+
+
+def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (),
+                dashboard_links: dict[str, str] | None = None) -> str:
+    """Markdown summary (e.g. a GitHub Actions job summary). ``dashboard_links`` maps a run id to
+    its dashboard (a relative path or URL) and adds a dashboard column."""
+    links = dashboard_links or {}
     out = ["## Training health", ""]
     crit = sum(r.status == "critical" for r in reports)
     warn = sum(r.status == "warning" for r in reports)
     out.append(f"{len(reports)} run(s): {crit} critical, {warn} warning, {len(reports) - crit - warn} healthy.")
     out.append("")
-    out.append("| run | score | " + " | ".join(DIMENSIONS) + " | status | findings |")
-    out.append("|---|---:|" + "---:|" * len(DIMENSIONS) + "---|---|")
+    dash_col = " dashboard |" if links else ""
+    out.append("| run | score | " + " | ".join(DIMENSIONS) + " | status | findings |" + dash_col)
+    out.append("|---|---:|" + "---:|" * len(DIMENSIONS) + "---|---|" + ("---|" if links else ""))
     for r in sorted(reports, key=lambda r: (r.score is None, r.score if r.score is not None else 0)):
         name = _md_escape(r.run.name or r.run.id)
-        if r.run.url:
-            name = f"[{name}]({r.run.url})"
+        url = _md_url(r.run.url)
+        if url:
+            name = f"[{name}]({url})"
         dims = " | ".join(_num(r.scores[d]) for d in DIMENSIONS)
         ids = ", ".join(f"`{f.id}`" for f in r.problems) or "—"
-        out.append(f"| {name} | {_num(r.score)} | {dims} | {r.status} | {ids} |")
+        dash = ""
+        if links:
+            target = _md_url(links.get(r.run.id), allow_relative=True)
+            dash = f" [dashboard]({target}) |" if target else " — |"
+        out.append(f"| {name} | {_num(r.score)} | {dims} | {r.status} | {ids} |{dash}")
     for r in reports:
         if not r.problems:
             continue

@@ -1,0 +1,108 @@
+"""The project overview: every run of a scan with its score, dimension scores and findings.
+
+A sortable, filterable table, each row linking to the run's dashboard (a relative path) and to the
+run in its tracker (``RunRef.url``). No charting library: a small self-contained page. The Markdown
+twin for a GitHub Actions job summary is :func:`trackerhealth.writers.formats.to_markdown` with
+``dashboard_links``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ...schema import DIMENSIONS, LEVEL_RANK, HealthReport
+from .. import formats
+from ._assets import OVERVIEW_CSS, OVERVIEW_JS
+from ._encode import esc, safe_url
+from .page import DIMENSION_LABELS, TRACKER_NAMES, fmt_score, html_document, score_class
+
+SHORT = {
+    "convergence_speed": "Convergence",
+    "stability": "Stability",
+    "gradient_health": "Gradients",
+    "resource_efficiency": "Resources",
+    "overfitting_risk": "Overfitting",
+}
+
+
+def _link_for(report: HealthReport, links: Mapping[str, str]) -> str | None:
+    return links.get(report.run.id)
+
+
+def _score_cell(score: float | None, title: str = "") -> str:
+    v = "" if score is None else f"{score:.1f}"
+    cls = score_class(score)
+    pill = f'<span class="pill {cls}">{esc(fmt_score(score))}</span>'
+    return f'<td class="num" data-v="{v}" title="{esc(title)}">{pill}</td>'
+
+
+def _row(report: HealthReport, links: Mapping[str, str]) -> str:
+    run = report.run
+    name = run.name or run.id
+    dash = safe_url(_link_for(report, links), allow_relative=True)
+    name_html = f'<a href="{esc(dash)}" data-dashboard="1">{esc(name)}</a>' if dash else esc(name)
+    tracker = TRACKER_NAMES.get(run.tracker, run.tracker)
+    url = safe_url(run.url)
+    tracker_html = (f'<a href="{esc(url)}" target="_blank" rel="noopener noreferrer" data-tracker="1">{esc(tracker)} ↗</a>'
+                    if url else esc(tracker))
+    problems = report.problems
+    fids = "".join(f'<span class="fid {esc(f.level)}" title="{esc(f.level.upper() + ": " + f.message)}">{esc(f.id)}</span>'
+                   for f in problems) or '<span class="muted">—</span>'
+    worst = max((LEVEL_RANK[f.level] for f in problems), default=0)
+    search = " ".join([name, run.id, run.project, run.tracker, report.status] + [f.id for f in problems]).lower()
+    dims = "".join(
+        _score_cell(report.scores.get(d), next((x.reason for x in report.dimensions if x.name == d and x.score is None), ""))
+        for d in DIMENSIONS)
+    return (
+        f'<tr data-status="{esc(report.status)}" data-search="{esc(search)}" data-run="{esc(run.id)}">'
+        f'<td class="run" data-v="{esc(name.lower())}">{name_html}<div class="muted"><code>{esc(run.project)}</code> · '
+        f'<code>{esc(run.id)}</code></div></td>'
+        f'<td data-v="{esc(tracker)}">{tracker_html}</td>'
+        f'<td data-v="{2 - worst}"><span class="badge {esc(report.status)}">{esc(report.status)}</span></td>'
+        + _score_cell(report.score) + dims
+        + f'<td data-v="{len(problems)}"><div class="fids">{fids}</div></td></tr>'
+    )
+
+
+def render(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] | None = None,
+           title: str = "Training health", errors: Sequence[Mapping[str, Any]] = ()) -> str:
+    links = dict(dashboard_links or {})
+    ordered = sorted(reports, key=lambda r: (r.score is None, r.score if r.score is not None else 0.0))
+    crit = sum(r.status == "critical" for r in reports)
+    warn = sum(r.status == "warning" for r in reports)
+    heads = ['<th data-sort="text" scope="col"><button type="button">Run</button></th>',
+             '<th data-sort="text" scope="col"><button type="button">Tracker</button></th>',
+             '<th data-sort="num" scope="col"><button type="button">Status</button></th>',
+             '<th data-sort="num" scope="col" aria-sort="ascending"><button type="button">Score</button></th>']
+    heads += [f'<th data-sort="num" scope="col" title="{esc(DIMENSION_LABELS[d])}"><button type="button">{SHORT[d]}</button></th>'
+              for d in DIMENSIONS]
+    heads.append('<th data-sort="num" scope="col"><button type="button">Findings</button></th>')
+    rows = "".join(_row(r, links) for r in ordered)
+    err_html = ""
+    if errors:
+        err_html = ('<section class="card"><h2>Errors</h2><ul class="notes">' + "".join(
+            f"<li><code>{esc(e.get('source', '?'))}</code>: {esc(e.get('message', ''))}</li>" for e in errors)
+            + "</ul></section>")
+    body = (
+        f"<main><header><h1>{esc(title)}</h1><div class=\"meta\">{len(reports)} run(s): "
+        f"{crit} critical, {warn} warning, {len(reports) - crit - warn} healthy. "
+        "Scores are 0–100, higher is healthier; — means the run did not log what the dimension needs.</div></header>"
+        '<section class="card"><div class="controls">'
+        '<label>Filter <input id="filter" type="search" placeholder="run name, id, project or finding id" '
+        'aria-label="filter runs"></label>'
+        '<label>Status <select id="status-filter" aria-label="status"><option value="">all</option>'
+        '<option value="critical">critical</option><option value="warning">warning</option>'
+        '<option value="ok">ok</option></select></label>'
+        f'<span class="muted"><span id="shown">{len(reports)}</span> of {len(reports)} shown</span></div>'
+        f'<div class="scroll"><table class="runs" id="runs"><thead><tr>{"".join(heads)}</tr></thead>'
+        f"<tbody>{rows}</tbody></table></div></section>{err_html}</main>"
+        f"<script>{OVERVIEW_JS}</script>"
+    )
+    return html_document(title, body, css_extra=OVERVIEW_CSS)
+
+
+def markdown(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] | None = None,
+             errors: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The same overview in Markdown (GitHub Actions job summary)."""
+    return formats.to_markdown(reports, errors, dashboard_links=dashboard_links)
