@@ -69,21 +69,11 @@ def analyze(paths, fmt, fail_on, config_path, step_column, full) -> None:
       trackerhealth analyze run.csv --format json > report.json
       trackerhealth analyze mlruns/0 --format markdown --fail-on warning
     """
-    from .adapters.files import InputError, read_histories
+    from .adapters.files import read_paths
 
     config = _load_config(config_path)
-    reports, errors = [], []
-    for path in paths:
-        try:
-            histories = read_histories(path, step_column=step_column)
-        except InputError as exc:
-            errors.append({"source": str(path), "message": exc.problem})
-            continue
-        except OSError as exc:
-            errors.append({"source": str(path), "message": f"cannot read: {exc.strerror or exc}"})
-            continue
-        for history in histories:
-            reports.append(analyze_history(history, config))
+    histories, errors = read_paths(paths, step_column=step_column)
+    reports = [analyze_history(history, config) for history in histories]
     click.echo(formats.render(fmt, reports, errors, **({"full": full} if fmt == "json" else {})))
     if fails(reports, fail_on):
         sys.exit(EXIT_FINDINGS)

@@ -45,7 +45,7 @@ def report(paths, html_path, markdown_path, config_path, step_column) -> None:
       trackerhealth report mlruns/0 runs/*.csv --html health/        # health/index.html + one page per run
       trackerhealth report logs/ --html health/ --markdown "$GITHUB_STEP_SUMMARY"
     """
-    from .adapters.files import InputError, collect_histories
+    from .adapters.files import read_paths
     from .config import ConfigError, load
     from .engine import analyze
     from .writers import dashboard
@@ -59,18 +59,8 @@ def report(paths, html_path, markdown_path, config_path, step_column) -> None:
     except dashboard.DashboardDependencyError as exc:
         _die(str(exc))
 
-    runs, errors = [], []
-    for path in paths:
-        try:
-            histories, bad = collect_histories(path, step_column=step_column)
-        except InputError as exc:
-            errors.append({"source": str(path), "message": exc.problem})
-            continue
-        except OSError as exc:
-            errors.append({"source": str(path), "message": f"cannot read: {exc.strerror or exc}"})
-            continue
-        errors.extend({"source": str(e.path or path), "message": e.problem} for e in bad)
-        runs.extend((h, analyze(h, config)) for h in histories)
+    histories, errors = read_paths(paths, step_column=step_column)
+    runs = [(h, analyze(h, config)) for h in histories]
 
     if not runs:
         for err in errors:

@@ -32,7 +32,8 @@ from ._tabular import Sniffed, read_csv, read_jsonl, read_parquet, sniff
 from ._tensorboard import read_event_files
 from ._walk import walk
 
-__all__ = ["InputError", "SUPPORTED", "collect_histories", "read_histories"]
+__all__ = [
+    "InputError", "SUPPORTED", "collect_histories", "read_histories", "read_paths"]
 
 
 def read_histories(path: str | Path, *, step_column: str | None = None) -> list[RunHistory]:
@@ -50,6 +51,25 @@ def read_histories(path: str | Path, *, step_column: str | None = None) -> list[
         listed = "; ".join(str(e) for e in errors[:5]) + ("; ..." if len(errors) > 5 else "")
         raise InputError(path, f"{len(errors)} metrics files could not be read: {listed}")
     return histories
+
+
+def read_paths(paths, *, step_column: str | None = None) -> tuple[list[RunHistory], list[dict[str, str]]]:
+    """Every run under ``paths``, and ``{"source", "message"}`` for each file or path that could
+    not be read: one bad file never stops the others (the CLI's ``analyze`` and ``report``)."""
+    histories: list[RunHistory] = []
+    errors: list[dict[str, str]] = []
+    for path in paths:
+        try:
+            found, bad = collect_histories(path, step_column=step_column)
+        except InputError as exc:
+            errors.append({"source": str(path), "message": exc.problem})
+            continue
+        except OSError as exc:
+            errors.append({"source": str(path), "message": f"cannot read: {exc.strerror or exc}"})
+            continue
+        errors.extend({"source": str(e.path or path), "message": e.problem} for e in bad)
+        histories.extend(found)
+    return histories, errors
 
 
 def collect_histories(
