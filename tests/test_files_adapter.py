@@ -326,8 +326,11 @@ def test_folder_reads_every_supported_file_and_ignores_the_rest(tmp_path):
     write(tmp_path / ".hidden" / "x.csv", "step,loss\n1,1\n")
     (tmp_path / "wandb" / "run-1").mkdir(parents=True)
     (tmp_path / "wandb" / "run-1" / "run-1.wandb").write_bytes(b"\x00\x01")
-    names = sorted(r.ref.name for r in read_histories(tmp_path))
-    assert names == sorted(["long", tmp_path.name])  # trainer_state.json takes its folder's name
+    runs, errors = collect_histories(tmp_path)
+    assert sorted(r.ref.name for r in runs) == sorted(["long", tmp_path.name])  # trainer_state.json: its folder
+    # A damaged W&B log is an error of its own, not a reason to drop the other runs.
+    assert [str(e) for e in errors] == [
+        f"{tmp_path / 'wandb' / 'run-1' / 'run-1.wandb'}: not a W&B transaction log (too short for its 7-byte header)"]
 
 
 def test_the_sample_folder_reads_as_four_runs():
@@ -349,7 +352,7 @@ def test_folder_with_nothing_supported(tmp_path):
     assert_input_error(tmp_path, "no supported metrics files found", "trainer_state.json", "TensorBoard", "MLflow")
     (tmp_path / "wandb" / "run-x").mkdir(parents=True)
     (tmp_path / "wandb" / "run-x" / "run-x.wandb").write_bytes(b"")
-    assert_input_error(tmp_path, "W&B run folder(s) were skipped")
+    assert_input_error(tmp_path, "run-x.wandb", "has not written its log header yet")
 
 
 def test_collect_keeps_good_runs_and_reports_broken_files(tmp_path):
@@ -425,7 +428,7 @@ def _real(rel: str) -> Path:
 
 
 @needs_realworld
-def test_realworld_every_non_wandb_entry_parses():
+def test_realworld_every_entry_parses():
     runs, errors = collect_histories(REALWORLD)
     try:
         import tensorboard  # noqa: F401
@@ -434,8 +437,10 @@ def test_realworld_every_non_wandb_entry_parses():
         runs.append(None)
     else:
         assert not errors
-    # 1 Lightning + 3 detectron2 + 4 HF + 6 MLflow + 1 TensorBoard
-    assert len(runs) == 15
+    # 1 Lightning + 3 detectron2 + 4 HF + 6 MLflow + 1 TensorBoard + 4 W&B
+    assert len(runs) == 19
+    assert sorted(r.ref.id for r in runs if r is not None and r.ref.tracker == "wandb") == [
+        "33ty6yge", "txfvknmi", "ugaeu18w", "xinacahi"]
     runs = [r for r in runs if r is not None]
     assert all(r.n_points > 0 for r in runs)
 

@@ -7,7 +7,9 @@
 * HF Trainer ``trainer_state.json``; Lightning ``metrics.csv``; detectron2 ``metrics.json``
   (several runs appended to one file are split where ``iteration`` starts over);
 * MLflow file-store run folders, experiment folders and ``mlruns`` roots;
-* TensorBoard event files (needs the ``tensorboard`` extra).
+* TensorBoard event files (needs the ``tensorboard`` extra);
+* W&B run folders and their ``run-<id>.wandb`` logs, offline or synced (needs the ``wandb`` extra;
+  read by :mod:`trackerhealth.adapters.wandb`).
 
 Formats are recognised by content, not only by name. Input that cannot be used raises
 :class:`InputError`, whose message says what is wrong and how to fix it; quirks that could be
@@ -84,9 +86,13 @@ def collect_histories(
     if not path.exists():
         raise InputError(path, "no such file or folder")
     if not path.is_dir():
+        if path.suffix == ".wandb":
+            return [_read_wandb(path)], []
         return _read_file(path, step_column), []
     if is_run_folder(path):
         return _read_run_folder(path), []
+    if any(p.suffix == ".wandb" for p in path.iterdir() if p.is_file()):
+        return [_read_wandb(path)], []
     return _read_folder(path, step_column)
 
 
@@ -96,6 +102,8 @@ def _read_folder(root: Path, step_column: str | None) -> tuple[list[RunHistory],
     errors: list[InputError] = []
     for run in found.mlflow_runs:
         _collect(histories, errors, lambda r=run: _read_run_folder(r))
+    for run in found.wandb_runs:
+        _collect(histories, errors, lambda r=run: [_read_wandb(r)])
     for run_dir, files in found.event_runs.items():
         origin = Origin(path=run_dir, project=run_dir.resolve().parent.name, id=stable_id(run_dir),
                         name=run_dir.resolve().name, updated_at=max((mtime(f) or 0.0) for f, _ in files) or None)
@@ -110,9 +118,7 @@ def _read_folder(root: Path, step_column: str | None) -> tuple[list[RunHistory],
             errors.append(exc)
     if not histories and not errors:
         why = f" ({skipped} candidate file(s) held no metrics)" if skipped else ""
-        wandb = (f"; {found.wandb_folders} W&B run folder(s) were skipped: the wandb adapter reads those"
-                 if found.wandb_folders else "")
-        raise InputError(root, f"no supported metrics files found{why}{wandb}. Supported: {SUPPORTED}")
+        raise InputError(root, f"no supported metrics files found{why}. Supported: {SUPPORTED}")
     return histories, errors
 
 
@@ -141,6 +147,22 @@ def _read_file(path: Path, step_column: str | None, in_folder: bool = False) -> 
 
 def _read_run_folder(folder: Path) -> list[RunHistory]:
     return _guarded(folder, lambda: [read_run(folder)])
+
+
+def _read_wandb(path: Path) -> RunHistory:
+    """A W&B run folder or its ``.wandb`` log (trackerhealth.adapters.wandb); its errors, and a
+    missing wandb extra, as InputError."""
+    from ..wandb import WandbFolderError, WandbMissing, read_run_folder
+
+    def read() -> RunHistory:
+        try:
+            return read_run_folder(path)
+        except WandbFolderError as exc:
+            raise InputError(exc.path, exc.problem) from None
+        except WandbMissing as exc:
+            raise InputError(path, str(exc)) from None
+
+    return _guarded(path, read)
 
 
 def _read_one(path: Path, step_column: str | None, in_folder: bool) -> list[RunHistory]:

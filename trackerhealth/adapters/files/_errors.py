@@ -8,7 +8,8 @@ SUPPORTED = (
     "long or wide CSV/TSV (.csv, .tsv, optionally gzip'd), JSON lines (.jsonl, .ndjson, detectron2 "
     "metrics.json) and Parquet (.parquet) tables; HF Trainer trainer_state.json; Lightning metrics.csv; "
     "MLflow run folders (meta.yaml + metrics/), experiment folders and mlruns roots; "
-    "TensorBoard event files (events.out.tfevents.*)"
+    "TensorBoard event files (events.out.tfevents.*); "
+    "W&B run folders (wandb/run-* or wandb/offline-run-* with a run-<id>.wandb log)"
 )
 
 

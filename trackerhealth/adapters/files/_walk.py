@@ -2,7 +2,8 @@
 
 Every supported file is a candidate (by name; its content decides the format later). An MLflow
 run folder is one run and is not searched further; the event files of one folder are one
-TensorBoard run; W&B run folders (``*.wandb``) belong to the wandb adapter and are skipped. Of an
+TensorBoard run; a folder holding a ``*.wandb`` transaction log is one W&B run (read by the wandb
+adapter) and is not searched further. Of an
 HF output folder's ``checkpoint-N/trainer_state.json`` copies, which repeat each other, only the
 newest is read (none when the folder has its own final ``trainer_state.json``).
 """
@@ -28,10 +29,10 @@ class Found:
     mlflow_runs: list[Path] = field(default_factory=list)
     event_runs: dict[Path, list[tuple[Path, str]]] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
-    wandb_folders: int = 0
+    wandb_runs: list[Path] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.mlflow_runs or self.event_runs or self.files)
+        return bool(self.mlflow_runs or self.event_runs or self.files or self.wandb_runs)
 
 
 def walk(root: Path) -> Found:
@@ -43,7 +44,7 @@ def walk(root: Path) -> Found:
             dirnames[:] = []
             continue
         if any(name.endswith(".wandb") for name in filenames):
-            found.wandb_folders += 1
+            found.wandb_runs.append(folder)
             dirnames[:] = []
             continue
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
