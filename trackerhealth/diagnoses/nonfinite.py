@@ -120,7 +120,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                                  "grad_norm_spike_before_nonfinite", f"{c.fmt(peak / base)}x the median {c.fmt(base)}")
                     )
                     detail = f", right after the gradient norm spiked to {c.fmt(peak)} ({c.fmt(peak / base)}x its median) at step {c.fmt_step(at)}"
-        first = evidence[0]
+        # Name the metric that went bad first (the gradient norm can turn Inf a step before the loss).
+        first = min((e for e in evidence if e.code == "nonfinite_value"), key=lambda e: e.step_start)
         message = f"{first.metric} became {first.detail.split(' are ')[-1]} at step {c.fmt_step(first_bad_step)}{detail}; every step after it is wasted."
         return c.problem(module, True, message, RECOMMENDATION, evidence)
 
