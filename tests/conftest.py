@@ -1,0 +1,97 @@
+"""Shared test fixtures: one real MLflow tracking server for the whole session.
+
+Start-up takes 15-40 s here, so the MLflow scan tests, the Action tests and the demo tests all use
+this one server (sqlite backend, proxied artifacts in a temporary folder, 127.0.0.1, a free port,
+waited for by polling /health). mlflow and requests are imported only when a test asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+START_TIMEOUT_S = 180
+
+
+@dataclass
+class Server:
+    url: str
+    db_path: Path
+    artifacts: Path
+    log: Path
+    process: subprocess.Popen
+
+    @property
+    def db_uri(self) -> str:
+        return f"sqlite:///{self.db_path}"
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log: Path) -> None:
+    import requests
+
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mlflow server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"mlflow server not healthy after {START_TIMEOUT_S}s:\n{log.read_text()[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory) -> Server:
+    pytest.importorskip("mlflow")
+    root = tmp_path_factory.mktemp("mlflow-server")
+    db, artifacts, log = root / "mlflow.db", root / "artifacts", root / "server.log"
+    artifacts.mkdir()
+    port = free_port()
+    cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+           "--backend-store-uri", f"sqlite:///{db}", "--artifacts-destination", str(artifacts),
+           "--serve-artifacts", "--workers", "2"]
+    # No background job runner: it starts a handful of worker processes the tests never use.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=root, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc, log)
+        yield Server(url, db, artifacts, log, proc)
+    finally:
+        # The server and its workers share the session started above: stop them together.
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=3)  # uvicorn waits for idle keep-alive clients; do not wait long
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture(scope="session")
+def client(mlflow_server):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(mlflow_server.url)
+
+

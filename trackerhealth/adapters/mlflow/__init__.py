@@ -1,0 +1,41 @@
+"""Read MLflow runs for a scan: any tracking URI, fast parallel/direct-SQL fetch, a history cache.
+
+    from trackerhealth.adapters.mlflow import MlflowAdapter
+    from trackerhealth.scan import scan
+
+    adapter = MlflowAdapter("http://mlflow.internal:5000", experiments=["my-team"])
+    result = scan(adapter, adapter.writer())
+
+mlflow itself is imported only when a store is opened; without it, the error says
+``pip install 'trackerhealth[mlflow]'``.
+"""
+
+from ._adapter import MlflowAdapter
+from ._cache import HistoryCache, default_cache_dir
+from ._errors import (
+    ApiError,
+    MlflowMissing,
+    RunSkipped,
+    SelectionError,
+    TrackerUnreachable,
+)
+from ._http import RetryPolicy
+from ._runs import MlflowRun, parse_since
+from ._uri import TrackingUri
+from ._uri import parse as parse_uri
+
+__all__ = [
+    "ApiError",
+    "HistoryCache",
+    "MlflowAdapter",
+    "MlflowMissing",
+    "MlflowRun",
+    "RetryPolicy",
+    "RunSkipped",
+    "SelectionError",
+    "TrackerUnreachable",
+    "TrackingUri",
+    "default_cache_dir",
+    "parse_since",
+    "parse_uri",
+]

@@ -1,0 +1,159 @@
+"""The MLflow adapter: list the selected runs, fetch each one's history (cached, incremental).
+
+Reads go where they are fastest for the URI (REST pool, direct SQL, or MlflowClient for file
+stores); writes always go through ``MlflowClient`` (see :mod:`trackerhealth.writers.mlflow_writer`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from ...schema import RunHistory
+from ..base import Fetched, RunSkipped
+from . import _uri
+from ._cache import HistoryCache, default_cache_dir, merge
+from ._errors import ApiError, SelectionError, TrackerUnreachable, import_mlflow
+from ._fetch import ClientFetcher, RestFetcher, SqlAlchemyFetcher, SqliteFetcher
+from ._http import RestClient, RetryPolicy
+from ._runs import ClientLister, MlflowRun, RestLister, parse_since, select_runs
+
+DEFAULT = object()
+
+
+class MlflowAdapter:
+    """One tracking store and one selection of runs.
+
+    ``cache_dir``: where histories are cached (default: the user cache dir; ``None`` disables the
+    cache). ``workers`` bounds the requests in flight. ``ui_url`` is the MLflow UI to link to, when
+    the URI is not the server itself (a database URI, say).
+    """
+
+    tracker = "mlflow"
+
+    def __init__(self, uri: str | None, *, experiments: Iterable[str] = (), filter_string: str | None = None,
+                 run_ids: Iterable[str] = (), since: str | None = None, cache_dir=DEFAULT, workers: int = 4,
+                 ui_url: str | None = None, retry: RetryPolicy | None = None):
+        self.uri = _uri.parse(uri)
+        self.experiments = list(experiments)
+        self.filter_string = filter_string
+        self.run_ids = list(run_ids)
+        self.since_ms = parse_since(since)
+        self.workers = max(1, int(workers))
+        self.ui_base = (ui_url.rstrip("/") if ui_url else None) or self.uri.ui_base
+        root = default_cache_dir() if cache_dir is DEFAULT else cache_dir
+        self.cache = HistoryCache(Path(root) if root is not None else None, self.uri.cache_key())
+        self._retry = retry
+        self._rest: RestClient | None = None
+        self._client = None
+        self._fetcher = None
+        self._runs: dict[str, MlflowRun] = {}
+        self._lock = threading.Lock()
+        if self.uri.kind == _uri.FILE:
+            _uri.allow_file_store()
+
+    # -- connections (lazy: a usage error never waits on the network) -----------------------
+    @property
+    def rest(self) -> RestClient:
+        if self._rest is None:
+            self._rest = RestClient(self.uri.raw, pool_size=self.workers + 2, retry=self._retry)
+        return self._rest
+
+    @property
+    def client(self):
+        """MlflowClient for this store (writes; listing for databases and file stores)."""
+        if self._client is None:
+            import_mlflow()
+            from mlflow.tracking import MlflowClient
+
+            self._client = MlflowClient(tracking_uri=self.uri.mlflow_uri)
+        return self._client
+
+    def _make_fetcher(self):
+        if self.uri.kind == _uri.HTTP:
+            return RestFetcher(self.rest, self.workers)
+        if self.uri.dialect == "sqlite":
+            return SqliteFetcher(self.uri.sqlite_path, self.workers)
+        if self.uri.kind == _uri.DATABASE:
+            return SqlAlchemyFetcher(self.uri.raw, self.workers)
+        return ClientFetcher(self.client, self.workers)
+
+    def check(self) -> None:
+        """Raise TrackerUnreachable (with how to check it) when the store does not answer."""
+        if self.uri.kind == _uri.HTTP:
+            self.rest.check_reachable()
+
+    # -- the adapter interface --------------------------------------------------------------
+    def list_runs(self) -> list[MlflowRun]:
+        self.check()
+        if self.uri.kind == _uri.HTTP:
+            lister = RestLister(self.rest)
+        else:
+            lister = ClientLister(self._store_client())
+        runs = select_runs(lister, self.experiments, self.filter_string, self.run_ids, self.since_ms, self.ui_base)
+        with self._lock:
+            self._runs = {r.id: r for r in runs}
+        return runs
+
+    def _store_client(self):
+        try:
+            return self.client
+        except ImportError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - opening a store raises many kinds; all mean "cannot open"
+            if self.uri.kind == _uri.DATABASE and self.uri.dialect != "sqlite":
+                raise TrackerUnreachable(f"cannot open the MLflow database {self.uri.redacted}: {exc}; check the URI, "
+                                         "that the database is up, and the credentials") from None
+            raise SelectionError(f"cannot open the MLflow store {self.uri.redacted}: {exc}") from None
+
+    def run(self, run_id: str) -> MlflowRun:
+        with self._lock:
+            return self._runs[run_id]
+
+    def current_tags(self, run_id: str) -> dict[str, str]:
+        return self.run(run_id).tags
+
+    def fetch_history(self, run: MlflowRun) -> Fetched:
+        if run.lifecycle_stage == "deleted":
+            raise RunSkipped("deleted")
+        if not run.latest:
+            raise RunSkipped("no metrics logged")
+        if self._fetcher is None:
+            with self._lock:
+                if self._fetcher is None:
+                    self._fetcher = self._make_fetcher()
+        plan = self.cache.plan(run.id, run.latest)
+        fetched = self._fetcher.fetch(run, plan.fetch) if plan.fetch else []
+        rows = merge(plan.cached, fetched, list(run.latest))
+        n_fetched = sum(len(r) for _, _, r in fetched)
+        if plan.fetch:
+            self.cache.store(run.id, rows, run.status, run.end_time, changed=True)
+        else:
+            self.cache.touch(run.id)
+        history = RunHistory.from_long(
+            run.ref, rows["step"].to_numpy(), rows["key"].to_numpy(), rows["value"].to_numpy(),
+            rows["timestamp"].to_numpy(dtype=np.float64) / 1000.0)
+        return Fetched(history, fetched_points=n_fetched, cached_points=len(rows) - n_fetched,
+                       requests=len(plan.fetch))
+
+    # -- writing ----------------------------------------------------------------------------
+    def writer(self, alert=None, config=None):
+        """The writer for these runs; ``alert`` is a webhook sender (or None), ``config`` goes to
+        the dashboard so its panels show the keys the diagnoses used."""
+        from ...writers.mlflow_writer import MlflowWriter
+
+        return MlflowWriter(self.client, self.current_tags, alert=alert, config=config)
+
+    def close(self) -> None:
+        self.cache.flush()
+        if self._fetcher is not None:
+            self._fetcher.close()
+            self._fetcher = None
+        if self._rest is not None:
+            self._rest.close()
+
+
+__all__ = ["ApiError", "MlflowAdapter", "MlflowRun", "SelectionError", "TrackerUnreachable"]
