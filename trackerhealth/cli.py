@@ -43,6 +43,8 @@ def main() -> None:
 
     \b
     Examples:
+      trackerhealth demo                        # tiny real trainings → local MLflow → scan → dashboards
+      trackerhealth scan --mlflow-uri http://mlflow.internal:5000 --experiment my-team
       trackerhealth analyze runs/*.parquet trainer_state.json metrics.csv
       trackerhealth analyze run.csv --format json > report.json
       trackerhealth report lightning_logs/version_0/metrics.csv --html health.html
@@ -132,9 +134,13 @@ def diagnoses_markdown(chosen) -> str:
 
 def _register_commands() -> None:
     # Commands with their own modules; each imports its integration (plotly, mlflow…) lazily.
+    from .demo import demo
     from .report_cli import report
+    from .scan_cli import scan
 
+    main.add_command(scan)
     main.add_command(report)
+    main.add_command(demo)
 
 
 _register_commands()
