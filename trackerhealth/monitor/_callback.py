@@ -25,6 +25,20 @@ def require(module: str, extra: str, package: str):
         ) from None
 
 
+class CoreResults:
+    """What every framework callback exposes from its :class:`CallbackCore` (``self.core``)."""
+
+    @property
+    def final(self):
+        """The final check, after training ended."""
+        return self.core.final
+
+    @property
+    def stopped_by(self):
+        """Why the callback stopped training, if it did."""
+        return self.core.stopped_by
+
+
 class CallbackCore:
     """A monitor plus the callback options; the framework classes only translate their hooks.
 

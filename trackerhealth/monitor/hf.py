@@ -28,13 +28,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._callback import CallbackCore, require
+from ._callback import CallbackCore, CoreResults, require
 from ._timing import layer_grad_norms
 
 _transformers = require("transformers", "hf", "transformers")
 
 
-class HFHealthCallback(_transformers.TrainerCallback):
+class HFHealthCallback(CoreResults, _transformers.TrainerCallback):
     """A ``transformers.TrainerCallback`` that runs :class:`~trackerhealth.monitor.HealthMonitor`.
 
     Pass a ready ``monitor=HealthMonitor(...)`` or the monitor's options (``alert``, ``fail_on``,
@@ -49,14 +49,6 @@ class HFHealthCallback(_transformers.TrainerCallback):
         self.monitor = self.core.monitor
         self._extra: dict[str, float] = {}
         self._epoch_ended = False  # the epoch-end check waits for that epoch's evaluation
-
-    @property
-    def final(self):
-        return self.core.final
-
-    @property
-    def stopped_by(self):
-        return self.core.stopped_by
 
     def _stop(self, control, stop: bool):
         if stop:

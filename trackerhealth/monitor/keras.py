@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._callback import CallbackCore, require
+from ._callback import CallbackCore, CoreResults, require
 
 _keras = require("keras", "keras", "keras")
 
 
-class KerasHealthCallback(_keras.callbacks.Callback):
+class KerasHealthCallback(CoreResults, _keras.callbacks.Callback):
     """A ``keras.callbacks.Callback`` that runs :class:`~trackerhealth.monitor.HealthMonitor`.
 
     Pass a ready ``monitor=HealthMonitor(...)`` or the monitor's options (``alert``, ``fail_on``,
@@ -39,14 +39,6 @@ class KerasHealthCallback(_keras.callbacks.Callback):
         self.core = CallbackCore(monitor, timing=timing, **options)
         self.monitor = self.core.monitor
         self._epoch = 0
-
-    @property
-    def final(self):
-        return self.core.final
-
-    @property
-    def stopped_by(self):
-        return self.core.stopped_by
 
     def _stop(self, stop: bool) -> None:
         if stop and self.model is not None:

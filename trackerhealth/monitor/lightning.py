@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._callback import CallbackCore, require
+from ._callback import CallbackCore, CoreResults, require
 from ._timing import layer_grad_norms
 
 try:
@@ -61,7 +61,7 @@ class _MonitorLogger(_pl.loggers.Logger):
         self._callback._receive(metrics, step)
 
 
-class LightningHealthCallback(_pl.Callback):
+class LightningHealthCallback(CoreResults, _pl.Callback):
     """A Lightning ``Callback`` that runs :class:`~trackerhealth.monitor.HealthMonitor`.
 
     Pass a ready ``monitor=HealthMonitor(...)`` or the monitor's options (``alert``, ``fail_on``,
@@ -77,14 +77,6 @@ class LightningHealthCallback(_pl.Callback):
         self.monitor = self.core.monitor
         self._logger = _MonitorLogger(self)
         self._trainer = None
-
-    @property
-    def final(self):
-        return self.core.final
-
-    @property
-    def stopped_by(self):
-        return self.core.stopped_by
 
     def _receive(self, metrics: dict[str, float], step: int | None) -> None:
         trainer = self._trainer
