@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from click.testing import CliRunner
 
 from tests.corpus import evaluate

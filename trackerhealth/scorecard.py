@@ -132,7 +132,7 @@ def resource_efficiency(view: RoleView) -> DimensionScore:
     basis: dict[str, float] = {}
     tp = view.series("throughput")
     if tp is not None and len(tp.finite()):
-        basis["samples_per_s"] = float(np.median(tp.finite().values))
+        basis["samples_per_s"] = stats.typical(tp.finite().values)
     if util is not None and len(util.finite()):
         mean = float(np.mean(util.finite().values))
         basis["mean_gpu_util"] = mean
@@ -155,7 +155,9 @@ def overfitting_risk(view: RoleView) -> DimensionScore:
     val, train = val.finite(), train.finite()
     if len(val) < 2 or len(train) < 2:
         return DimensionScore("overfitting_risk", None, {}, "too few finite loss points")
-    t_at = np.interp(val.steps, train.steps, stats.rolling_median(train.values, 5))
+    # The train level at each evaluation: a rolling median, on bins when the run is long.
+    tb = stats.binned(train.steps, train.values, 2000)
+    t_at = np.interp(val.steps, tb.steps, stats.rolling_median(tb.median, 5))
     # A floor of 5 % of the starting loss keeps the ratio meaningful when both losses near zero.
     floor = 0.05 * abs(_start_level(view) or 0.0)
     ratio = (val.values + floor) / np.where(t_at + floor > 0, t_at + floor, np.nan)

@@ -40,6 +40,17 @@ def binned(steps: np.ndarray, values: np.ndarray, n_bins: int = 200) -> Binned:
     return Binned(s[:, size // 2], np.median(v, axis=1), v.min(axis=1), v.max(axis=1))
 
 
+def typical(values: np.ndarray, max_points: int = 20_000) -> float:
+    """The median of a long series from at most ``max_points`` evenly strided points.
+
+    For a typical level (a layer's gradient norm, a time unit) the strided median is the median
+    to well within its own noise, at a fixed cost however long the run.
+    """
+    if len(values) > max_points:
+        values = values[:: len(values) // max_points]
+    return float(np.median(values)) if len(values) else float("nan")
+
+
 def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
     window = max(1, min(int(window), len(values)))
     if window % 2 == 0:
@@ -97,31 +108,6 @@ def spikes(values: np.ndarray, window: int, z: float, min_rel: float) -> np.ndar
     # Collapse runs of adjacent hits to the tallest point: one spike, one index.
     groups = np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1)
     return np.array([g[np.argmax(resid[g])] for g in groups], dtype=np.int64)
-
-
-def dominant_period(positions: np.ndarray, tolerance: float = 0.12) -> tuple[float, float]:
-    """The period that best explains event positions, and the share of gaps it explains.
-
-    Gaps that are a whole multiple of the period count as explained (a sparsely logged spike can
-    be missed between two logged points).
-    """
-    if len(positions) < 3:
-        return float("nan"), 0.0
-    gaps = np.diff(np.sort(positions))
-    gaps = gaps[gaps > 0]
-    if len(gaps) < 2:
-        return float("nan"), 0.0
-    best_period, best_share = float("nan"), 0.0
-    for candidate in np.unique(np.round(gaps, 6)):
-        multiple = gaps / candidate
-        near = np.abs(multiple - np.round(multiple)) <= tolerance
-        near &= np.round(multiple) >= 1
-        share = float(near.mean())
-        if share > best_share + 1e-9 or (abs(share - best_share) < 1e-9 and candidate > best_period):
-            # Refine the period as the median of the gaps it explains, normalised by multiple.
-            explained = gaps[near] / np.round(multiple[near])
-            best_period, best_share = float(np.median(explained)), share
-    return best_period, best_share
 
 
 def lr_restarts(lr_steps: np.ndarray | None, lr_values: np.ndarray | None, rel_jump: float = 0.5) -> np.ndarray:
@@ -253,29 +239,3 @@ def periodic_comb(positions: np.ndarray, start: float, end: float, min_period: f
         return max(found, key=lambda sc: sc[0])[1]
     # Multiples of the true period score alike; the shortest near-best period is the period.
     return min((comb for score, comb in found if score >= 0.9 * top), key=lambda comb: comb.period)
-    gaps = np.diff(positions)
-    pair_gaps = [gaps]
-    for k in range(2, min(4, n)):
-        pair_gaps.append(positions[k:] - positions[:-k])
-    cands = np.concatenate(pair_gaps + ([np.asarray(candidates, dtype=float)] if candidates is not None else []))
-    cands = np.unique(np.round(cands[(cands >= min_period) & (cands <= span / 3)], 6))
-    best_score = 0.0
-    for period in cands:
-        tol = max(tolerance * period, min_period / 3)
-        phase = np.mod(positions - start, period)
-        # Circular clustering: count events within ±tol of each event's phase.
-        d = np.abs(phase[:, None] - phase[None, :])
-        d = np.minimum(d, period - d)
-        counts = (d <= tol).sum(axis=1)
-        c = int(counts.max())
-        cycles = span / period
-        coverage = min(1.0, c / cycles)
-        chance = n * min(1.0, 2 * tol / period)
-        ratio = c / max(chance, 1e-9)
-        score = coverage * min(ratio, 10.0)
-        # Prefer the shortest period among near-equal scores: a period's multiples score alike.
-        if score > best_score * 1.1 or (score >= best_score * 0.9 and period < best[0]):
-            if score > best_score * 1.1 or coverage >= best[2]:
-                best_score = max(score, best_score)
-                best = (float(period), c, float(coverage), float(ratio))
-    return best

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
@@ -58,7 +59,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     medians = []
     for label, key, s in layers:
         f = s.finite().values
-        medians.append(float(np.median(np.abs(f))) if len(f) else np.nan)
+        medians.append(stats.typical(np.abs(f)) if len(f) else np.nan)
     med = np.array(medians)
     k = max(1, int(round(len(layers) * thresholds.early_share)))
     early, late = med[:k], med[-k:]
