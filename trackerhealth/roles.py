@@ -119,7 +119,8 @@ class RoleView:
 
 
 # -- matching -----------------------------------------------------------------------------------
-def _is_loss(tok: list[str]) -> bool:
+def is_loss(tok: list[str]) -> bool:
+    """Whether a key's words (:func:`tokens`) name a loss: shared by role resolution and the monitor."""
     return ("loss" in tok or "rmse" in tok or "nll" in tok) and not (_NOT_LOSS & set(tok))
 
 
@@ -231,7 +232,7 @@ def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, 
     train_c, val_c = [], []
     for k in keys:
         tok = tokens(k)
-        if not _is_loss(tok):
+        if not is_loss(tok):
             continue
         (val_c if _is_val(tok) else train_c).append(k)
     if train_c:

@@ -1,4 +1,4 @@
-"""Robust statistics shared by the diagnoses: binning, rolling medians, trends, spikes, periods.
+"""Robust statistics shared by the diagnoses: binning, rolling medians, noise, spikes, periods.
 
 Everything works on runs of any length and cadence: long series are reduced to a bounded number of
 bins first (so a 10^7-step run costs the same as a 10^4-step one), and every statistic is relative
@@ -68,22 +68,8 @@ def mad(values: np.ndarray) -> float:
     return float(MAD_TO_SIGMA * np.median(np.abs(values - med)))
 
 
-def trend(steps: np.ndarray, values: np.ndarray) -> tuple[float, float]:
-    """Theil-Sen slope (per step) and Spearman correlation of values against steps."""
-    if len(values) < 3 or np.ptp(steps) == 0:
-        return 0.0, 0.0
-    if len(values) > 400:  # Theil-Sen is quadratic; the trend of 400 bins is the same trend
-        b = binned(steps, values, 400)
-        steps, values = b.steps, b.median
-    slope = stats.theilslopes(values, steps)[0]
-    rho = stats.spearmanr(steps, values)[0]
-    return float(slope), float(0.0 if np.isnan(rho) else rho)
 
 
-def level(values: np.ndarray) -> float:
-    """A robust typical level of a loss-like series."""
-    finite = values[np.isfinite(values)]
-    return float(np.median(finite)) if len(finite) else float("nan")
 
 
 def spikes(values: np.ndarray, window: int, z: float, min_rel: float) -> np.ndarray:
@@ -163,17 +149,6 @@ def head_tail(values: np.ndarray, head: float = 0.02, tail: float = 0.2) -> tupl
     return float(np.median(h)), float(np.median(t))
 
 
-def quarter_drop(values: np.ndarray) -> float:
-    """How much the last quarter sits below the third quarter, relative to its level.
-
-    A robust "is it still falling" that noise of any size cannot fake, unlike a fitted slope.
-    """
-    n = len(values)
-    if n < 8:
-        return 0.0
-    q3 = float(np.median(values[n // 2: 3 * n // 4]))
-    q4 = float(np.median(values[3 * n // 4:]))
-    return (q3 - q4) / (abs(q4) or 1e-12)
 
 
 @dataclass(frozen=True)

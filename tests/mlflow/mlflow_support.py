@@ -102,7 +102,23 @@ def json_out(result) -> dict:
 
 
 # -- a webhook receiver ---------------------------------------------------------------------------
-class WebhookReceiver:
+class _LocalServer:
+    """A ThreadingHTTPServer on 127.0.0.1 served from a daemon thread while the ``with`` lasts."""
+
+    def _serve(self, handler) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class WebhookReceiver(_LocalServer):
     """Collects JSON POSTs; ``fail_next`` answers that many with 500 first."""
 
     def __init__(self):
@@ -129,24 +145,16 @@ class WebhookReceiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._serve(Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/services/T000/B000/secret"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 # -- a proxy that misbehaves ----------------------------------------------------------------------
 HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
-class FaultProxy:
+class FaultProxy(_LocalServer):
     """Forwards to ``upstream``; a ``share`` of requests instead get 429, 503 or a dropped connection.
 
     ``always_fail`` (a substring of the request line or body) makes matching requests fail with 500
@@ -205,10 +213,9 @@ class FaultProxy:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._serve(Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def _draw(self, requestline: str, body: bytes) -> str | None:
         with self._lock:
@@ -222,10 +229,3 @@ class FaultProxy:
             self.counts["forwarded"] += 1
             return None
 
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()

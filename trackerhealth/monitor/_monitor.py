@@ -37,7 +37,7 @@ from .. import config as config_module
 from .. import diagnoses
 from ..config import Config
 from ..engine import analyze
-from ..roles import _is_loss, tokens
+from ..roles import is_loss, tokens
 from ..schema import (
     CRITICAL,
     LEVEL_RANK,
@@ -60,7 +60,7 @@ _FLUSH_ROWS = 1 << 16
 
 def _loss_like(key: str) -> bool:
     """Keys whose NaN/Inf means the run is dead: what roles.py reads as a (train, val or task) loss."""
-    return _is_loss(tokens(key))
+    return is_loss(tokens(key))
 
 
 class HealthMonitorError(Exception):
