@@ -63,13 +63,15 @@ def main() -> None:
 @click.option("--full", is_flag=True, help="In JSON, include ok, skipped and error findings too.")
 def analyze(paths, fmt, fail_on, config_path, step_column, full) -> None:
     """Analyze local training logs: CSV, Parquet, JSONL (long or wide), HF trainer_state.json,
-    Lightning metrics.csv, detectron2 metrics.json, TensorBoard event files, MLflow run folders.
+    Lightning metrics.csv, detectron2 metrics.json, TensorBoard event files, MLflow run folders,
+    W&B run folders (offline or synced).
 
     \b
     Examples:
       trackerhealth analyze runs/*.parquet trainer_state.json lightning_logs/version_0/metrics.csv
       trackerhealth analyze run.csv --format json > report.json
       trackerhealth analyze mlruns/0 --format markdown --fail-on warning
+      trackerhealth analyze wandb/ --format json > health.json
     """
     from .adapters.files import read_paths
 
