@@ -178,7 +178,9 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
         return out
 
     done: list[_RunResult] = []
-    with ThreadPoolExecutor(max_workers=run_workers_for(workers), thread_name_prefix="trackerhealth-run") as pool:
+    # An adapter whose requests are per run (W&B) says how many runs to fetch at once.
+    in_flight = getattr(adapter, "parallel_runs", None) or run_workers_for(workers)
+    with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="trackerhealth-run") as pool:
         futures = [pool.submit(one, i, run) for i, run in enumerate(runs)]
         for fut in as_completed(futures):
             res = fut.result()

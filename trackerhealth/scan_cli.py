@@ -48,6 +48,11 @@ class _Progress:
 
 
 @click.command("scan", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--project", "--wandb-project", "wandb_project", metavar="ENTITY/PROJECT",
+              help="W&B project to scan through the W&B API (WANDB_API_KEY; WANDB_BASE_URL for W&B Server).")
+@click.option("--wandb-dir", "wandb_dirs", multiple=True, type=click.Path(path_type=Path), metavar="PATH",
+              help="Local W&B run folders to scan instead (a wandb/ folder or run folders; repeatable). "
+                   "No network; nothing is written.")
 @click.option("--mlflow-uri", envvar="MLFLOW_TRACKING_URI", metavar="URI",
               help="Tracking server (http://host:5000), database (sqlite:///…, postgresql://…) or file store "
                    "(./mlruns). Default: $MLFLOW_TRACKING_URI. Auth: MLFLOW_TRACKING_TOKEN or "
@@ -55,10 +60,19 @@ class _Progress:
 @click.option("--experiment", "-e", "experiments", multiple=True, metavar="NAME_OR_ID",
               help="Experiment to scan, by name or id (repeatable).")
 @click.option("--filter", "filter_string", metavar="EXPR",
-              help="MLflow search filter, e.g. \"params.optimizer = 'adam' and tags.team = 'nlp'\" (no OR).")
+              help="MLflow: a search filter, e.g. \"params.optimizer = 'adam'\" (no OR). W&B: filter JSON, "
+                   "e.g. '{\"config.optimizer\": \"adam\"}'.")
 @click.option("--run", "run_ids", multiple=True, metavar="RUN_ID", help="A run to scan, by id (repeatable).")
 @click.option("--since", metavar="WHEN",
-              help="Only runs started, ended or still running since WHEN: 30m, 2h, 7d or an ISO date/time.")
+              help="Only runs active since WHEN: 30m, 2h, 7d or an ISO date/time (MLflow: started, ended or "
+                   "running; W&B: updated).")
+@click.option("--state", "states", multiple=True, metavar="STATE",
+              help="W&B: only runs in this state (running, finished, crashed, failed, killed; repeatable).")
+@click.option("--tag", "tags", multiple=True, metavar="TAG", help="W&B: only runs with this tag (repeatable: any).")
+@click.option("--all-runs", is_flag=True,
+              help="W&B: list every selected run, not only those updated since the last scan (the cache's).")
+@click.option("--no-wandb-alerts", is_flag=True, help="W&B: send no W&B alerts (a --alert-webhook still gets them).")
+@click.option("--no-report", is_flag=True, help="W&B: do not create or update the project's 'Training health' report.")
 @click.option("--format", "fmt", type=click.Choice(formats.FORMATS), default="table", show_default=True,
               help="Report format on stdout (the summary goes to stderr).")
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default="critical", show_default=True,
@@ -78,18 +92,31 @@ class _Progress:
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: only when stderr is a terminal).")
 @click.option("--full", is_flag=True, help="In JSON, include ok, skipped and error findings too.")
-def scan(mlflow_uri, experiments, filter_string, run_ids, since, fmt, fail_on, workers, config_path, cache_dir,
-         no_cache, dry_run, alert_webhook, mlflow_ui_url, progress, full) -> None:
-    """Scan MLflow runs, write their health back onto each run, alert on new critical findings.
+def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_ids, since, states, tags, all_runs,
+         no_wandb_alerts, no_report, fmt, fail_on, workers, config_path, cache_dir, no_cache, dry_run, alert_webhook,
+         mlflow_ui_url, progress, full) -> None:
+    """Scan W&B or MLflow runs, write their health back onto each run, alert on new critical findings.
 
-    Each run gets tags trackerhealth.status (ok/warning/critical), trackerhealth.findings,
-    trackerhealth.score and trackerhealth.scanned_at, and artifacts under trackerhealth/
-    (report.json, and the dashboard). In the MLflow UI, filter with
-    tags.trackerhealth.status = 'critical'. Histories are cached, so a scheduled scan downloads
-    only new steps. Other tags, params, metrics, status and end time are never touched.
+    W&B (--project ENTITY/PROJECT): each run gets tags health:ok or health:<diagnosis>, summary
+    keys trackerhealth/score and trackerhealth/<dimension>, the file trackerhealth/dashboard.html,
+    and a W&B alert for each new critical finding; the project gets a "Training health" report.
+    In the runs table, filter by tag health:overfitting or sort by trackerhealth/score. Only runs
+    updated since the last scan are listed (--all-runs for every run).
+
+    MLflow (--mlflow-uri / --experiment): each run gets tags trackerhealth.status
+    (ok/warning/critical), trackerhealth.findings, trackerhealth.score and
+    trackerhealth.scanned_at, and artifacts under trackerhealth/ (report.json, the dashboard).
+    In the MLflow UI, filter with tags.trackerhealth.status = 'critical'.
+
+    Histories are cached, so a scheduled scan downloads only new steps. Nothing else on a run
+    (other tags, config, params, metrics, state) is ever touched.
 
     \b
     Examples:
+      trackerhealth scan --project my-team/llm-pretrain
+      trackerhealth scan --project my-team/llm-pretrain --state running --since 1d --dry-run
+      trackerhealth scan --project my-team/llm-pretrain --filter '{"config.optimizer": "adam"}'
+      trackerhealth scan --wandb-dir ./wandb --format markdown
       trackerhealth scan --mlflow-uri http://mlflow.internal:5000 --experiment my-team
       trackerhealth scan -e my-team -e 12 --since 2h --alert-webhook "$SLACK_WEBHOOK_URL"
       trackerhealth scan -e my-team --filter "params.optimizer = 'adam'" --format json > health.json
@@ -102,16 +129,7 @@ def scan(mlflow_uri, experiments, filter_string, run_ids, since, fmt, fail_on, w
     Exit codes: 0 healthy; 1 a finding at or above --fail-on; 2 usage or configuration error,
     or a run that could not be scanned or written; 3 tracker unreachable.
     """
-    from .adapters.mlflow import (
-        ApiError,
-        MlflowAdapter,
-        MlflowMissing,
-        SelectionError,
-        TrackerUnreachable,
-    )
-    from .cli import fails
     from .config import ConfigError, load
-    from .scan import scan as run_scan
     from .writers.alerts import WebhookSender
 
     try:
@@ -122,6 +140,41 @@ def scan(mlflow_uri, experiments, filter_string, run_ids, since, fmt, fail_on, w
         sender = WebhookSender.from_env(alert_webhook) if alert_webhook else None
     except ValueError as exc:
         _die(f"{exc}; pass the webhook's full https:// URL to --alert-webhook", EXIT_USAGE)
+    show = progress if progress is not None else _isatty(sys.stderr)
+    bar = _Progress(bool(show))
+    common = dict(fmt=fmt, fail_on=fail_on, workers=workers, dry_run=dry_run, full=full, bar=bar, config=config)
+    if wandb_project and wandb_dirs:
+        _die("pass either --project (the W&B API) or --wandb-dir (local folders), not both", EXIT_USAGE)
+    if (wandb_project or wandb_dirs) and (experiments or mlflow_ui_url):
+        _die("--experiment and --mlflow-ui-url are MLflow options; a W&B scan takes --project or --wandb-dir",
+             EXIT_USAGE)
+    if not (wandb_project or wandb_dirs) and (states or tags or all_runs or no_wandb_alerts or no_report):
+        _die("--state, --tag, --all-runs, --no-wandb-alerts and --no-report are W&B options: add --project "
+             "ENTITY/PROJECT", EXIT_USAGE)
+    if wandb_dirs:
+        if filter_string or run_ids or since or states or tags:
+            _die("--wandb-dir scans every run folder under the paths; selection options need --project", EXIT_USAGE)
+        _scan_wandb_dirs(wandb_dirs, **common)
+    elif wandb_project:
+        _scan_wandb(wandb_project, filter_string=filter_string, run_ids=run_ids, since=since, states=states,
+                    tags=tags, all_runs=all_runs, notify=not no_wandb_alerts, report=not no_report, sender=sender,
+                    cache_dir=None if no_cache else (cache_dir if cache_dir is not None else _default()), **common)
+    else:
+        _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_dir, no_cache, sender,
+                     mlflow_ui_url, **common)
+
+
+def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_dir, no_cache, sender, mlflow_ui_url,
+                 *, fmt, fail_on, workers, dry_run, full, bar, config) -> None:
+    from .adapters.mlflow import (
+        ApiError,
+        MlflowAdapter,
+        MlflowMissing,
+        SelectionError,
+        TrackerUnreachable,
+    )
+    from .scan import scan as run_scan
+
     try:
         adapter = MlflowAdapter(
             mlflow_uri, experiments=experiments, filter_string=filter_string, run_ids=run_ids, since=since,
@@ -130,8 +183,6 @@ def scan(mlflow_uri, experiments, filter_string, run_ids, since, fmt, fail_on, w
     except SelectionError as exc:
         _die(str(exc), EXIT_USAGE)
 
-    show = progress if progress is not None else _isatty(sys.stderr)
-    bar = _Progress(bool(show))
     try:
         writer = adapter.writer(alert=sender, config=config)
         result = run_scan(adapter, writer, config, workers=workers, dry_run=dry_run, progress=bar)
@@ -149,9 +200,68 @@ def scan(mlflow_uri, experiments, filter_string, run_ids, since, fmt, fail_on, w
         bar.finish()
         adapter.close()
 
+    _finish(result, getattr(writer, "notes", ()), fmt=fmt, fail_on=fail_on, full=full)
+
+
+def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_runs, notify, report, sender, cache_dir,
+                fmt, fail_on, workers, dry_run, full, bar, config) -> None:
+    from .adapters.base import TrackerUnreachable
+    from .adapters.mlflow._runs import parse_since
+    from .adapters.mlflow._errors import SelectionError
+    from .adapters.wandb import WandbApiAdapter, WandbMissing, WandbSelectionError
+    from .scan import scan as run_scan
+
+    adapter = None
+    try:
+        adapter = WandbApiAdapter(project, filters=filter_string, states=states, tags=tags, run_ids=run_ids,
+                                  since_ms=parse_since(since), incremental=not all_runs, cache_dir=cache_dir,
+                                  workers=workers)
+        writer = adapter.writer(alert=sender, config=config, notify=notify, report=report)
+        result = run_scan(adapter, writer, config, workers=workers, dry_run=dry_run, progress=bar)
+        bar.finish()
+        notes = list(writer.notes)
+        if result.reports and not result.unreachable:
+            try:
+                notes += writer.finish(dry_run=dry_run)
+            except Exception as exc:  # noqa: BLE001 - the runs are written; the report is a summary view
+                notes.append(f"the W&B report was not updated: {type(exc).__name__}: {exc}")
+        if not dry_run and not result.errors:
+            adapter.scan_complete()
+    except (WandbSelectionError, SelectionError, WandbMissing) as exc:
+        _die(str(exc), EXIT_USAGE)
+    except TrackerUnreachable as exc:
+        _die(str(exc), EXIT_UNREACHABLE)
+    finally:
+        bar.finish()
+        if adapter is not None:
+            adapter.close()
+    if adapter.listed_since and not result.summary.listed:
+        notes.append(f"no run of {adapter.path} was updated since {adapter.listed_since} UTC (the last scan); "
+                     "--all-runs lists every run")
+    _finish(result, notes, fmt=fmt, fail_on=fail_on, full=full)
+
+
+def _scan_wandb_dirs(roots, *, fmt, fail_on, workers, dry_run, full, bar, config) -> None:
+    from .adapters.wandb import WandbFolderError, WandbMissing
+    from .adapters.wandb._folders import WandbFolderAdapter
+    from .scan import scan as run_scan
+
+    try:
+        result = run_scan(WandbFolderAdapter(roots), None, config, workers=workers, dry_run=dry_run, progress=bar)
+    except (WandbFolderError, WandbMissing) as exc:
+        _die(str(exc), EXIT_USAGE)
+    finally:
+        bar.finish()
+    _finish(result, ["local W&B folders are only read: nothing is written back"], fmt=fmt, fail_on=fail_on,
+            full=full)
+
+
+def _finish(result, notes, *, fmt, fail_on, full) -> None:
+    from .cli import fails
+
     extra = {"full": full, "summary": {**result.summary.to_dict(), "skipped": result.skipped}} if fmt == "json" else {}
     click.echo(formats.render(fmt, result.reports, result.errors, **extra))
-    for note in getattr(writer, "notes", ()):
+    for note in notes:
         click.echo(f"note: {note}", err=True)
     for item in result.skipped:
         click.echo(f"skipped {item['source']} ({item['run_id']}): {item['reason']}", err=True)

@@ -63,3 +63,30 @@ def sdk_runs(tmp_path_factory) -> dict[str, SdkRun]:
         header, rows = read_truth(out)
         runs[mode] = SdkRun(mode, folders[0], next(folders[0].glob("*.wandb")), header, rows, rc)
     return runs
+
+
+# -- the W&B API: the strict contract server -------------------------------------------------------
+@pytest.fixture(scope="session")
+def contract_server():
+    """One contract server per session (tests keep apart by project); see tests/wandb/contract."""
+    pytest.importorskip("graphql", reason="the test extra (graphql-core) is not installed")
+    pytest.importorskip("wandb.apis.public", reason="the wandb extra is not installed")
+    from contract.server import ContractServer
+
+    with ContractServer() as server:
+        yield server
+
+
+@pytest.fixture
+def wandb_env(contract_server, monkeypatch, tmp_path):
+    """The environment a user would have: WANDB_BASE_URL and WANDB_API_KEY pointing at the contract
+    server. Any request outside the contract fails the test."""
+    for key, value in {**contract_server.env(), "WANDB_SILENT": "true", "WANDB_CACHE_DIR": str(tmp_path / "sdk-cache"),
+                       "WANDB_DIR": str(tmp_path)}.items():
+        monkeypatch.setenv(key, value)
+    before = len(contract_server.violations)
+    yield contract_server
+    contract_server.hooks.clear()
+    contract_server._faults.clear()
+    new = contract_server.violations[before:]
+    assert not new, "requests outside the W&B contract:\n" + "\n\n".join(new)

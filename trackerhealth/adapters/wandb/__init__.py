@@ -39,8 +39,20 @@ from ...schema import RunHistory, RunRef
 from ._log import LogFormatError, LogScan, describe_stop, scan
 from ._records import Decoded, WandbMissing, decode
 
+
+def __getattr__(name: str):
+    # The API adapter is imported on first use: reading local folders never loads its code.
+    if name in ("WandbApiAdapter", "WandbApiRun", "WandbSelectionError"):
+        from . import _api
+
+        return getattr(_api, name)
+    raise AttributeError(name)
+
 __all__ = [
     "LocalRun",
+    "WandbApiAdapter",
+    "WandbApiRun",
+    "WandbSelectionError",
     "WandbFolderError",
     "WandbMissing",
     "find_run_folders",

@@ -1,0 +1,363 @@
+"""The W&B API adapter: list a project's runs with server-side filters, fetch each history.
+
+    adapter = WandbApiAdapter("my-team/llm-pretrain", states=["running", "finished"])
+    result = scan(adapter, adapter.writer())
+
+Everything goes through the ``wandb`` SDK's public API (``wandb.Api``; ``WANDB_API_KEY`` and
+``WANDB_BASE_URL`` from the environment, so W&B Server and dedicated cloud work too):
+
+* listing: ``api.runs(path, filters=…)`` — W&B's MongoDB-style filters, built from ``--state``,
+  ``--tag``, ``--run``, ``--since`` / the last scan's start (``updatedAt``) and the user's own
+  ``--filter`` JSON, all applied by the server;
+* history: ``run.scan_history(min_step=…, use_cache=False)`` — the SDK reads the run's parquet
+  export and then the live tail. Its own parquet cache is not used: it is keyed by run, not by
+  export, so a run whose export grew was read stale (measured with wandb 0.31); the project's cache
+  (:mod:`._api_cache`) keeps converted points and asks only for steps after the cached ones;
+* system metrics: ``run.history(stream="system", samples=…)``.
+
+wandb-core retries 429 and 5xx answers itself (honouring ``Retry-After``); a request that still
+fails, or that the SDK gives up waiting for, is retried here with backoff before the run is
+reported as failed. Runs are fetched in parallel by the scan loop (``parallel_runs`` at a time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import urlsplit
+
+from ...schema import RunHistory, RunRef
+from ..base import Fetched, RunSkipped, TrackerUnreachable
+from ._api_cache import ApiHistoryCache
+from ._api_rows import LongRows, history_rows, system_rows
+from ._records import INSTALL_HINT, WandbMissing
+
+DEFAULT = object()
+DEFAULT_BASE_URL = "https://api.wandb.ai"
+STATES = ("running", "finished", "crashed", "failed", "killed", "preempted", "preempting", "pending")
+PAGE_SIZE = 10_000  # history rows per HistoryPage request (the SDK's default is 1,000)
+SYSTEM_SAMPLES = 20_000  # system-metric rows asked for; W&B samples longer runs down to this
+RESCAN_OVERLAP = timedelta(minutes=10)  # clock skew between this machine and the server
+
+
+class WandbSelectionError(ValueError):
+    """The selection cannot be used (bad path, filter JSON, unknown project, rejected key)."""
+
+
+def import_wandb():
+    try:
+        import wandb
+    except ImportError as exc:
+        raise WandbMissing(f"scanning W&B projects needs the wandb package ({exc}); install it with: "
+                           f"{INSTALL_HINT}") from None
+    return wandb
+
+
+def split_path(path: str) -> tuple[str | None, str]:
+    """``entity/project`` (or a bare ``project`` in the key's default entity)."""
+    parts = [p for p in (path or "").strip().strip("/").split("/") if p]
+    if len(parts) == 1:
+        return None, parts[0]
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    raise WandbSelectionError(f"W&B project {path!r}: expected ENTITY/PROJECT (e.g. my-team/llm-pretrain)")
+
+
+def parse_filter(text: str | dict | None) -> dict:
+    if not text:
+        return {}
+    if isinstance(text, dict):
+        return text
+    try:
+        spec = json.loads(text)
+    except ValueError as exc:
+        raise WandbSelectionError(
+            f"--filter for W&B takes W&B's filter JSON (MongoDB style), e.g. "
+            f"'{{\"config.optimizer\": \"adam\", \"summary_metrics.loss\": {{\"$lt\": 1}}}}'; "
+            f"{text!r} is not JSON ({exc.msg})") from None
+    if not isinstance(spec, dict):
+        raise WandbSelectionError(f"--filter for W&B must be a JSON object, got {type(spec).__name__}")
+    return spec
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+
+
+def _epoch(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
+@dataclass
+class WandbApiRun:
+    """One listed run: its :class:`RunRef` and the SDK's run object."""
+
+    ref: RunRef
+    sdk: Any
+    storage_id: str
+    lines: int | None
+    heartbeat: str | None
+    state: str | None
+
+
+class WandbApiAdapter:
+    """One W&B project and one selection of its runs."""
+
+    tracker = "wandb"
+
+    def __init__(self, path: str, *, filters: str | dict | None = None, states: Iterable[str] = (),
+                 tags: Iterable[str] = (), run_ids: Iterable[str] = (), since_ms: int | None = None,
+                 incremental: bool = True, cache_dir=DEFAULT, workers: int = 4, timeout: int = 60,
+                 retries: int = 3, base_url: str | None = None):
+        self.entity, self.project = split_path(path)
+        self.user_filter = parse_filter(filters)
+        self.states = [s.lower() for s in states]
+        bad = [s for s in self.states if s not in STATES]
+        if bad:
+            raise WandbSelectionError(f"--state {bad[0]!r} is not a W&B run state; use one of {', '.join(STATES)}")
+        self.tags = list(tags)
+        self.run_ids = list(run_ids)
+        self.since_ms = since_ms
+        self.incremental = incremental
+        self.workers = max(1, int(workers))
+        self.parallel_runs = self.workers  # runs fetched at once by the scan loop
+        self.timeout = timeout
+        self.retries = retries
+        self.base_url = (base_url or os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        if cache_dir is DEFAULT:
+            from ..mlflow._cache import default_cache_dir
+
+            cache_dir = default_cache_dir()
+        self._cache_root = cache_dir
+        self.cache: ApiHistoryCache | None = None
+        self._api = None
+        self._lock = threading.Lock()
+        self._scan_started = datetime.now(timezone.utc)
+        self.listed_since: str | None = None  # the updatedAt bound this listing used, if any
+
+    # -- connection --------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return f"{self.entity}/{self.project}"
+
+    @property
+    def api(self):
+        if self._api is None:
+            with self._lock:
+                if self._api is None:
+                    self._api = self._connect()
+        return self._api
+
+    def _connect(self):
+        wandb = import_wandb()
+        self.check()
+        try:
+            api = wandb.Api(timeout=self.timeout, overrides={"base_url": self.base_url})
+        except wandb.errors.AuthenticationError as exc:
+            raise WandbSelectionError(
+                f"W&B at {self.base_url} did not accept the API key ({exc}); set WANDB_API_KEY to a key from "
+                f"{self.app_url}/authorize (and WANDB_BASE_URL for W&B Server)") from None
+        except wandb.errors.UsageError as exc:
+            raise WandbSelectionError(f"{exc}; set WANDB_API_KEY (a key from {self.app_url}/authorize)") from None
+        if self.entity is None:
+            self.entity = api.default_entity
+            if not self.entity:
+                raise WandbSelectionError(f"no default entity for this API key: pass ENTITY/{self.project}")
+        return api
+
+    @property
+    def app_url(self) -> str:
+        return "https://wandb.ai" if self.base_url == DEFAULT_BASE_URL else self.base_url
+
+    def check(self) -> None:
+        """Raise TrackerUnreachable when nothing answers at the base URL (before the SDK, which
+        would retry a refused connection for minutes)."""
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise WandbSelectionError(f"WANDB_BASE_URL {self.base_url!r} is not an http(s) URL "
+                                      "(e.g. https://api.wandb.ai or https://wandb.example.com)")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            socket.create_connection((parts.hostname, port), timeout=10).close()
+        except OSError as exc:
+            raise TrackerUnreachable(
+                f"W&B at {self.base_url} did not answer ({exc.strerror or exc}); check WANDB_BASE_URL, the "
+                "network and proxy settings") from None
+
+    def _ensure_cache(self) -> ApiHistoryCache:
+        if self.cache is None:
+            host = urlsplit(self.base_url).netloc
+            self.cache = ApiHistoryCache(self._cache_root, host, self.entity or "_", self.project)
+        return self.cache
+
+    # -- listing -----------------------------------------------------------------------------
+    def filters(self) -> dict:
+        """The server-side filter for this selection (the user's ``--filter`` and ours, ANDed)."""
+        clauses: list[dict] = []
+        if self.user_filter:
+            clauses.append(self.user_filter)
+        if self.states:
+            clauses.append({"state": {"$in": self.states}})
+        if self.tags:
+            clauses.append({"tags": {"$in": self.tags}})
+        if self.run_ids:
+            clauses.append({"name": {"$in": self.run_ids}})
+        since = self._updated_since()
+        if since is not None:
+            self.listed_since = since
+            clauses.append({"updatedAt": {"$gt": since}})
+        if not clauses:
+            return {}
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+    def _updated_since(self) -> str | None:
+        bounds = []
+        if self.since_ms is not None:
+            bounds.append(datetime.fromtimestamp(self.since_ms / 1000, timezone.utc))
+        cache = self._ensure_cache()
+        if self.incremental and cache.last_scan and not self.run_ids:
+            last = datetime.fromisoformat(cache.last_scan)
+            bounds.append((last if last.tzinfo else last.replace(tzinfo=timezone.utc)) - RESCAN_OVERLAP)
+        return _iso(max(bounds)) if bounds else None
+
+    def list_runs(self) -> list[WandbApiRun]:
+        wandb = import_wandb()
+        api = self.api
+        self._scan_started = datetime.now(timezone.utc)
+        spec = self.filters()
+        try:
+            listed = list(self._retrying(lambda: list(api.runs(self.path, filters=spec, per_page=100)), "listing runs"))
+        except ValueError as exc:
+            if "Could not find project" in str(exc):
+                raise WandbSelectionError(
+                    f"W&B project {self.path} not found at {self.base_url}; check ENTITY/PROJECT and that "
+                    "WANDB_API_KEY can see it") from None
+            raise
+        except wandb.errors.CommError as exc:
+            raise WandbSelectionError(f"W&B rejected the run listing for {self.path}: {exc}") from None
+        return [self._listed(r) for r in listed]
+
+    def _listed(self, sdk) -> WandbApiRun:
+        attrs = getattr(sdk, "_attrs", {})
+        heartbeat = attrs.get("heartbeatAt")
+        ref = RunRef(tracker=self.tracker, project=self.path, id=sdk.id, name=sdk.name or sdk.id,
+                     state=sdk.state, updated_at=_epoch(heartbeat), url=self._run_url(sdk.id),
+                     tags=tuple(sdk.tags or ()))
+        return WandbApiRun(ref, sdk, attrs.get("id", ""), attrs.get("historyLineCount"), heartbeat, sdk.state)
+
+    def _run_url(self, run_id: str) -> str:
+        return f"{self.app_url}/{self.entity}/{self.project}/runs/{run_id}"
+
+    # -- fetching ----------------------------------------------------------------------------
+    def fetch_history(self, run: WandbApiRun) -> Fetched:
+        cache = self._ensure_cache()
+        signature = cache.signature(run.lines, run.heartbeat, run.state)
+        entry, cached, cached_system = cache.lookup(run.ref.id)
+        if entry is not None and all(entry.get(k) == v for k, v in signature.items()):
+            cache.touch(run.ref.id)
+            return Fetched(self._history(run, cached, cached_system, []), cached_points=len(cached) + len(cached_system))
+        history = cached if entry is not None else LongRows()
+        min_step = int(entry["last_step"]) + 1 if entry is not None else 0
+        requests = 0
+        rows = self._retrying(lambda: list(run.sdk.scan_history(page_size=PAGE_SIZE, min_step=min_step,
+                                                                use_cache=False)), f"reading {run.ref.id}'s history")
+        requests += 1
+        n_cached = len(history)
+        history_rows(rows, history)
+        if not rows and not len(history):
+            self._raise_if_gone(run)
+        events = self._retrying(lambda: run.sdk.history(stream="system", samples=SYSTEM_SAMPLES, pandas=False),
+                                f"reading {run.ref.id}'s system metrics")
+        requests += 1
+        system, note = system_rows(events or [], history)
+        last_step = max((int(r["_step"]) for r in rows if isinstance(r.get("_step"), (int, float))),
+                        default=int(entry["last_step"]) if entry is not None else -1)
+        cache.store(run.ref.id, history, system, signature, last_step)
+        fetched = len(history) - n_cached + len(system)
+        return Fetched(self._history(run, history, system, [note] if note else []), fetched_points=fetched,
+                       cached_points=n_cached, requests=requests)
+
+    def _history(self, run: WandbApiRun, history: LongRows, system: LongRows, notes: list[str]) -> RunHistory:
+        import numpy as np
+
+        from . import _stable_order
+
+        h, s = history.arrays(), system.arrays()
+        built = RunHistory.from_long(run.ref, *(np.concatenate((a, b)) for a, b in zip(h, s)))
+        # The API hands keys back sorted by name (parquet columns), not in the order they were
+        # logged: order them as the local reader orders wandb-core logs, so per-layer metrics
+        # come in model order (layers.2 before layers.10) for the vanishing-gradient diagnosis.
+        keys = _stable_order(built, set(system.keys) - set(history.keys))
+        return RunHistory(built.ref, {k: built[k] for k in keys}, [*built.notes, *notes])
+
+    def _raise_if_gone(self, run: WandbApiRun) -> None:
+        try:
+            self.api.run(f"{self.path}/{run.ref.id}")
+        except ValueError as exc:  # the SDK's RunNotFoundError
+            if "Could not find run" in str(exc):
+                raise RunSkipped("deleted during the scan") from None
+            raise
+
+    def _retrying(self, call, what: str):
+        """``call()``, retried with backoff when the SDK gives up on a transient failure."""
+        wandb = import_wandb()
+        failures = (wandb.errors.CommError, _sdk_failure())
+        for attempt in range(self.retries + 1):
+            try:
+                return call()
+            except failures as exc:
+                if attempt == self.retries or not _transient(exc):
+                    if _transient(exc):
+                        self.check()  # unreachable now -> TrackerUnreachable, else the error below
+                    raise
+                time.sleep(min(30.0, 2.0 * 2 ** attempt))
+        raise AssertionError("unreachable")
+
+    # -- writing -----------------------------------------------------------------------------
+    def writer(self, alert=None, config=None, *, notify: bool = True, report: bool = True):
+        from ...writers.wandb_writer import WandbWriter
+
+        return WandbWriter(self, webhook=alert, config=config, notify=notify, report=report)
+
+    def scan_complete(self) -> None:
+        """Called after a scan with no unreachable/failed runs: the next scan lists only runs
+        updated since this one started."""
+        self._ensure_cache().mark_scan(_iso(self._scan_started))
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.flush()
+
+
+def _sdk_failure():
+    try:
+        from wandb.sdk.lib.service.service_connection import WandbApiFailedError
+    except ImportError:  # another SDK layout: only CommError is retried
+        return RuntimeError
+    return WandbApiFailedError
+
+
+_TRANSIENT = ("busy and did not respond", "timed out", "timeout", "429", "500", "502", "503", "504",
+              "connection", "temporarily", "rate limit")
+
+
+def _transient(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(mark in text for mark in _TRANSIENT)
+
+
+__all__ = ["DEFAULT_BASE_URL", "STATES", "WandbApiAdapter", "WandbApiRun", "WandbSelectionError",
+           "import_wandb", "parse_filter", "split_path"]
