@@ -272,15 +272,28 @@ class WandbApiAdapter:
         history = cached if entry is not None else LongRows()
         min_step = int(entry["last_step"]) + 1 if entry is not None else 0
         requests = 0
-        rows = self._retrying(lambda: list(run.sdk.scan_history(page_size=PAGE_SIZE, min_step=min_step,
-                                                                use_cache=False)), f"reading {run.ref.id}'s history")
+        try:
+            rows = self._retrying(lambda: list(run.sdk.scan_history(page_size=PAGE_SIZE, min_step=min_step,
+                                                                    use_cache=False)),
+                                  f"reading {run.ref.id}'s history")
+        except TrackerUnreachable:
+            raise
+        except Exception:
+            self._raise_if_gone(run)  # a run deleted since the listing is skipped, not failed
+            raise
         requests += 1
         n_cached = len(history)
         history_rows(rows, history)
         if not rows and not len(history):
             self._raise_if_gone(run)
-        events = self._retrying(lambda: run.sdk.history(stream="system", samples=SYSTEM_SAMPLES, pandas=False),
-                                f"reading {run.ref.id}'s system metrics")
+        try:
+            events = self._retrying(lambda: run.sdk.history(stream="system", samples=SYSTEM_SAMPLES, pandas=False),
+                                    f"reading {run.ref.id}'s system metrics")
+        except TrackerUnreachable:
+            raise
+        except Exception:
+            self._raise_if_gone(run)
+            raise
         requests += 1
         system, note = system_rows(events or [], history)
         last_step = max((int(r["_step"]) for r in rows if isinstance(r.get("_step"), (int, float))),
@@ -304,8 +317,10 @@ class WandbApiAdapter:
         return RunHistory(built.ref, {k: built[k] for k in keys}, [*built.notes, *notes])
 
     def _raise_if_gone(self, run: WandbApiRun) -> None:
+        from . import _sdk
+
         try:
-            self.api.run(f"{self.path}/{run.ref.id}")
+            _sdk.fresh_run(self.api, self.entity, self.project, run.ref.id)
         except ValueError as exc:  # the SDK's RunNotFoundError
             if "Could not find run" in str(exc):
                 raise RunSkipped("deleted during the scan") from None
