@@ -142,7 +142,8 @@ def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_
         _die(f"{exc}; pass the webhook's full https:// URL to --alert-webhook", EXIT_USAGE)
     show = progress if progress is not None else _isatty(sys.stderr)
     bar = _Progress(bool(show))
-    common = dict(fmt=fmt, fail_on=fail_on, workers=workers, dry_run=dry_run, full=full, bar=bar, config=config)
+    common = {"fmt": fmt, "fail_on": fail_on, "workers": workers, "dry_run": dry_run, "full": full, "bar": bar,
+              "config": config}
     if wandb_project and wandb_dirs:
         _die("pass either --project (the W&B API) or --wandb-dir (local folders), not both", EXIT_USAGE)
     if (wandb_project or wandb_dirs) and (experiments or mlflow_ui_url):
@@ -206,8 +207,8 @@ def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_d
 def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_runs, notify, report, sender, cache_dir,
                 fmt, fail_on, workers, dry_run, full, bar, config) -> None:
     from .adapters.base import TrackerUnreachable
-    from .adapters.mlflow._runs import parse_since
     from .adapters.mlflow._errors import SelectionError
+    from .adapters.mlflow._runs import parse_since
     from .adapters.wandb import WandbApiAdapter, WandbMissing, WandbSelectionError
     from .scan import scan as run_scan
 

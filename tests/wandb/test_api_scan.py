@@ -97,7 +97,7 @@ def test_every_corpus_run_gets_the_health_the_core_finds_in_its_file(scanned, co
 def test_nothing_but_health_tags_summary_keys_and_the_dashboard_changes(scanned, contract_server):
     before, after = scanned["before"]["runs"], snapshot(contract_server.store, scanned["project"])["runs"]
     for name, (tags, summary, config, state, display, notes, description, files, lines) in after.items():
-        b_tags, b_summary, b_config, b_state, b_display, b_notes, b_description, b_files, b_lines = before[name]
+        b_tags, b_summary, b_config, b_state, b_display, b_notes, b_description, _files, b_lines = before[name]
         assert [t for t in tags if not t.startswith("health:")] == b_tags
         assert {k: v for k, v in summary.items() if not k.startswith("trackerhealth/")} == b_summary
         assert (config, state, display, notes, description, lines) == (b_config, b_state, b_display, b_notes,

@@ -162,24 +162,25 @@ class WandbWriter:
         if dry_run:
             return outcome
 
-        try:
-            if upload and not self._upload_dashboard(run, report, history, outcome):
-                outcome.summary.pop(DIGEST, None)  # not uploaded: try again next scan
-            if outcome.tags_added or outcome.tags_removed:
-                fresh = self._fresh(run_id)  # re-read just before writing the whole list
-                tags = [t for t in (fresh.tags or []) if not t.startswith(TAG_PREFIX)] + health_tags(report)
-                _sdk.graphql(adapter.api, WRITE_TAGS, {"id": fresh.storage_id, "tags": tags})
-            if outcome.summary:
-                fresh = self._fresh(run_id)  # re-read just before writing the whole object
-                merged = _sdk.summary_of(fresh)
-                for key, value in outcome.summary.items():
-                    if value is None:
-                        merged.pop(key, None)
-                    else:
-                        merged[key] = value
-                _sdk.graphql(adapter.api, WRITE_SUMMARY, {"id": fresh.storage_id, "summaryMetrics": json.dumps(merged)})
-        except RunSkipped:
-            raise
+        if upload and not self._upload_dashboard(run, report, history, outcome):
+            outcome.summary.pop(DIGEST, None)  # not uploaded: try again next scan
+        if outcome.tags_added or outcome.tags_removed:
+            fresh = self._fresh(run_id)  # re-read just before writing the whole list
+            tags = [t for t in (fresh.tags or []) if not t.startswith(TAG_PREFIX)] + health_tags(report)
+            adapter._retrying(lambda: _sdk.graphql(adapter.api, WRITE_TAGS, {"id": fresh.storage_id, "tags": tags}),
+                              f"writing {run_id}'s tags")
+        if outcome.summary:
+            fresh = self._fresh(run_id)  # re-read just before writing the whole object
+            merged = _sdk.summary_of(fresh)
+            for key, value in outcome.summary.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            body = json.dumps(merged)
+            adapter._retrying(lambda: _sdk.graphql(adapter.api, WRITE_SUMMARY, {"id": fresh.storage_id,
+                                                                                  "summaryMetrics": body}),
+                              f"writing {run_id}'s summary")
         return outcome
 
     def _roles(self, history: RunHistory) -> dict:

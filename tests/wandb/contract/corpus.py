@@ -21,7 +21,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "corpus"
 def rows_of(history: RunHistory) -> tuple[list[dict], list[dict]]:
     by_step: dict[int, dict] = defaultdict(dict)
     events: dict[float, dict] = defaultdict(dict)
-    for key in history.keys():
+    for key in history.keys():  # noqa: SIM118 - RunHistory.keys() is its key order
         series = history[key]
         system = key.startswith(("system/", "system."))
         name = "system." + key.split("/", 1)[1] if key.startswith("system/") else key

@@ -21,10 +21,11 @@ import gzip
 import json
 import re
 import threading
+import time
 from collections import Counter, defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 from graphql import (
@@ -54,8 +55,9 @@ class ContractServer:
 
     API_KEY = "7472616b65726865616c746820636f6e74726163"  # any 40 characters, as W&B keys are
 
-    def __init__(self, *, strict_operations: bool = True):
+    def __init__(self, *, strict_operations: bool = True, latency_s: float = 0.0):
         self.store = Store(self)
+        self.latency_s = latency_s  # added to every answer: a network round trip, for benchmarks
         self.violations: list[str] = []
         self.operations: Counter[str] = Counter()  # operationName -> count
         self.signatures: dict[str, set[tuple[str, ...]]] = defaultdict(set)
@@ -72,7 +74,7 @@ class ContractServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="wandb-contract", daemon=True)
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> ContractServer:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -80,7 +82,7 @@ class ContractServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self) -> ContractServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -207,7 +209,7 @@ def _handler(server: ContractServer):
             auth = self.headers.get("Authorization", "")
             if auth.startswith("Basic "):
                 try:
-                    user, _, key = base64.b64decode(auth[6:]).decode().partition(":")
+                    _user, _, key = base64.b64decode(auth[6:]).decode().partition(":")
                 except ValueError:
                     return False
                 return key == server.API_KEY
@@ -225,9 +227,11 @@ def _handler(server: ContractServer):
             self._json(fault["status"], {"errors": [{"message": f"injected {fault['status']}"}]}, headers)
             return True
 
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             path = urlsplit(self.path).path
             body = self._body()
+            if server.latency_s:
+                time.sleep(server.latency_s)
             if path == OTEL_PATH:
                 self._send(404, b"")
                 return
@@ -249,8 +253,10 @@ def _handler(server: ContractServer):
             status, doc = server.graphql(request)
             self._json(status, doc)
 
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             path = urlsplit(self.path).path
+            if server.latency_s:
+                time.sleep(server.latency_s)
             with server._lock:
                 server.requests.append(("GET", path))
             if self._fault("GET " + path.split("/")[1] if "/" in path else path):
@@ -262,7 +268,7 @@ def _handler(server: ContractServer):
                 return
             self._send(200, blob, "application/octet-stream")
 
-        def do_PUT(self):  # noqa: N802
+        def do_PUT(self):
             path = urlsplit(self.path).path
             body = self._body()
             with server._lock:
@@ -278,4 +284,4 @@ def _handler(server: ContractServer):
     return Handler
 
 
-__all__ = ["ContractServer", "OTEL_PATH", "SCHEMA", "known_operations"]
+__all__ = ["OTEL_PATH", "SCHEMA", "ContractServer", "known_operations"]

@@ -16,7 +16,6 @@ import re
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 
 class StoreError(Exception):
@@ -160,11 +159,11 @@ class _Root:
         return {"id": "VXNlcjox", "entity": entity, "username": entity, "email": f"{entity}@example.com",
                 "name": entity, "flags": "{}", "teams": {"edges": [{"node": {"id": "RW50aXR5OjE=", "name": entity}}]}}
 
-    def serverInfo(self, info):  # noqa: N802
+    def serverInfo(self, info):
         # Features wandb-core asks about; none of the optional ones, so it takes the plain paths.
         return {"features": []}
 
-    def project(self, info, name=None, entityName=None):  # noqa: N803
+    def project(self, info, name=None, entityName=None):
         entity = entityName or self.s.viewer_entity
         with self.s.lock:
             if (entity, name) not in self.s.projects:
@@ -174,12 +173,12 @@ class _Root:
     def entity(self, info, name=None):
         return {"id": "RW50aXR5OjE=", "name": name or self.s.viewer_entity}
 
-    def view(self, info, id):  # noqa: A002
+    def view(self, info, id):
         view = self.s.views.get(id)
         return _View(self.s, view) if view else None
 
     # mutations
-    def upsertBucket(self, info, input):  # noqa: N802, A002
+    def upsertBucket(self, info, input):
         with self.s.lock:
             self.s.mutations.append(("upsertBucket", dict(input)))
             run = self.s._run_by_storage_id(input.get("id") or "")
@@ -198,7 +197,7 @@ class _Root:
             run.updated_at = now()
             return {"bucket": _Run(self.s, run), "inserted": False}
 
-    def notifyScriptableRunAlert(self, info, input):  # noqa: N802, A002
+    def notifyScriptableRunAlert(self, info, input):
         with self.s.lock:
             self.s.mutations.append(("notifyScriptableRunAlert", dict(input)))
             run = self.s.run(input["entityName"], input["projectName"], input["runName"])
@@ -207,7 +206,7 @@ class _Root:
             self.s.alerts.append(dict(input))
             return {"success": True}
 
-    def createRunFiles(self, info, input):  # noqa: N802, A002
+    def createRunFiles(self, info, input):
         with self.s.lock:
             self.s.mutations.append(("createRunFiles", dict(input)))
             run = self.s.run(input["entityName"], input["projectName"], input["runName"])
@@ -220,10 +219,10 @@ class _Root:
                 files.append({"name": name, "uploadUrl": self.s.base_url() + path})
             return {"runID": run.storage_id, "uploadHeaders": [], "files": files}
 
-    def markRunFilesUploaded(self, info, input):  # noqa: N802, A002
+    def markRunFilesUploaded(self, info, input):
         return {"success": True}
 
-    def upsertView(self, info, input):  # noqa: N802, A002
+    def upsertView(self, info, input):
         with self.s.lock:
             self.s.mutations.append(("upsertView", dict(input)))
             inserted = not input.get("id")
@@ -279,7 +278,7 @@ class _Project:
         runs = [r for r in runs if matches(r, spec)]
         return sort_runs(runs, order or "+created_at")
 
-    def runCount(self, info, filters=None):  # noqa: N802
+    def runCount(self, info, filters=None):
         return len(self._runs(filters, None))
 
     def runs(self, info, filters=None, order=None, first=None, after=None):
@@ -291,7 +290,7 @@ class _Project:
                              "endCursor": str(start + len(page)) if page else None},
                 "totalCount": len(runs)}
 
-    def allViews(self, info, viewType="runs", viewName=None, first=None, after=None):  # noqa: N802, N803
+    def allViews(self, info, viewType="runs", viewName=None, first=None, after=None):
         with self.s.lock:
             views = [v for v in self.s.views.values()
                      if (v["entityName"], v["projectName"]) == (self.entityName, self.name)
@@ -338,11 +337,11 @@ class _Run:
         return _dumps(self.r.config)
 
     @property
-    def summaryMetrics(self):  # noqa: N802
+    def summaryMetrics(self):
         return _dumps(self.r.summary)
 
     @property
-    def systemMetrics(self):  # noqa: N802
+    def systemMetrics(self):
         return _dumps(self.r.events[-1] if self.r.events else {})
 
     @property
@@ -350,7 +349,7 @@ class _Run:
         return _Project(self.s, self.r.entity, self.r.project)
 
     @property
-    def fileCount(self):  # noqa: N802
+    def fileCount(self):
         return len(self.r.files)
 
     def files(self, info, names=None, after=None, first=None, pattern=None):
@@ -373,10 +372,10 @@ class _Run:
         return {"edges": edges, "pageInfo": {"hasNextPage": start + len(page) < len(items),
                                              "endCursor": str(start + len(page)) if page else None}}
 
-    def historyKeys(self, info, format=None):  # noqa: N802, A002
+    def historyKeys(self, info, format=None):
         return self.r.history_keys()
 
-    def history(self, info, samples=None, minStep=None, maxStep=None):  # noqa: N803
+    def history(self, info, samples=None, minStep=None, maxStep=None):
         rows = self.r.history
         if minStep is not None or maxStep is not None:
             # A paged read (wandb-core's HistoryPage) sees only the rows not yet exported to parquet:
@@ -393,7 +392,7 @@ class _Run:
     def events(self, info, samples=None):
         return [_dumps(row) for row in _sample(self.r.events, samples or 500)]
 
-    def sampledHistory(self, info, specs):  # noqa: N802
+    def sampledHistory(self, info, specs):
         out = []
         for text in specs:
             spec = json.loads(text)
@@ -403,7 +402,7 @@ class _Run:
             out.append(_sample(rows, int(spec.get("samples") or 500)))
         return out
 
-    def parquetHistory(self, info, liveKeys):  # noqa: N802, N803
+    def parquetHistory(self, info, liveKeys):
         run = self.r
         n = run.exported_count()
         urls = []

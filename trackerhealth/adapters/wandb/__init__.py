@@ -1,4 +1,8 @@
-"""Read local W&B run folders (offline or synced) into the common schema, with no network.
+"""W&B runs into the common schema: local run folders (no network) and the W&B API.
+
+The API adapter, :class:`WandbApiAdapter` (``trackerhealth scan --project ENTITY/PROJECT``), lists
+a project's runs and fetches their histories through the ``wandb`` SDK; see :mod:`._api`. The rest
+of this module reads local run folders (``trackerhealth scan --wandb-dir``, ``analyze``):
 
     from trackerhealth.adapters.wandb import find_run_folders, read_run_folder
 
@@ -52,9 +56,9 @@ __all__ = [
     "LocalRun",
     "WandbApiAdapter",
     "WandbApiRun",
-    "WandbSelectionError",
     "WandbFolderError",
     "WandbMissing",
+    "WandbSelectionError",
     "find_run_folders",
     "read_run",
     "read_run_folder",

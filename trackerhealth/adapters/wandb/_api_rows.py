@@ -126,9 +126,9 @@ def system_rows(events: Iterable[Mapping], history: LongRows) -> tuple[LongRows,
         note = "no history rows with a step and time: system metrics are placed at their sample index"
     for step, wall, items in zip(at, times, samples):
         for key, value in items:
-            name = key[len("system."):] if key.startswith("system.") else key
+            name = key.removeprefix("system.")
             out.add(float(step), SYSTEM_PREFIX + name, value, wall)
     return out, note
 
 
-__all__ = ["LongRows", "SYSTEM_PREFIX", "history_rows", "number", "system_rows"]
+__all__ = ["SYSTEM_PREFIX", "LongRows", "history_rows", "number", "system_rows"]
