@@ -1,4 +1,4 @@
-"""``trackerhealth scan``: scan tracked runs and write their health back (MLflow today).
+"""``trackerhealth scan``: scan W&B or MLflow runs and write their health back (or report on local W&B folders).
 
 Registered into the main group by the CLI (``main.add_command(scan)``); it imports the CLI module
 only inside the command, so either module can be imported first.
@@ -106,7 +106,10 @@ def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_
     MLflow (--mlflow-uri / --experiment): each run gets tags trackerhealth.status
     (ok/warning/critical), trackerhealth.findings, trackerhealth.score and
     trackerhealth.scanned_at, and artifacts under trackerhealth/ (report.json, the dashboard).
-    In the MLflow UI, filter with tags.trackerhealth.status = 'critical'.
+    In the MLflow UI, filter runs with:
+
+    \b
+      tags.trackerhealth.status = 'critical'
 
     Histories are cached, so a scheduled scan downloads only new steps. Nothing else on a run
     (other tags, config, params, metrics, state) is ever touched.

@@ -28,6 +28,14 @@ def project(wandb_env):
     return f"{ENTITY}/{name}"
 
 
+def test_help_shows_the_w_and_b_options_with_examples():
+    out = invoke(["--help"]).output
+    for option in ("--project", "--wandb-project", "--wandb-dir", "--state", "--tag", "--all-runs",
+                   "--no-wandb-alerts", "--no-report"):
+        assert option in out
+    assert "trackerhealth scan --project my-team/llm-pretrain" in out and "health:overfitting" in out
+
+
 def test_scan_project_prints_json_and_exits_1_on_a_critical_run(project, wandb_env, tmp_path):
     out = invoke(["--project", project, "--format", "json", "--cache-dir", str(tmp_path), "--all-runs"])
     assert out.exit_code == 1, out.output
