@@ -48,6 +48,7 @@ class ScanSummary:
     written: int = 0  # runs whose health tags or artifacts changed
     alerts_sent: int = 0
     dry_run: bool = False
+    read_only: bool = False  # scanned without a writer (local folders): nothing is ever written
 
     @property
     def fetch_rate(self) -> float:
@@ -59,8 +60,8 @@ class ScanSummary:
                 f"{self.points:,} points ({self.fetched_points:,} fetched in {self.fetch_seconds:.1f}s"
                 + (f" = {self.fetch_rate:,.0f}/s" if self.fetched_points else "")
                 + f", {self.cached_points:,} from cache) · {self.elapsed_seconds:.1f}s")
-        if self.dry_run:
-            text += f" · dry run: nothing written, {self.alerts_sent} alert(s) would be sent"
+        if self.read_only:
+            text += " · read only: nothing written"
         else:
             text += f" · {self.written} run(s) updated, {self.alerts_sent} alert(s) sent"
         return text
@@ -134,7 +135,7 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
     started = time.perf_counter()
     config = config or Config()
     runs = list(adapter.list_runs())
-    result = ScanResult(summary=ScanSummary(listed=len(runs), dry_run=dry_run))
+    result = ScanResult(summary=ScanSummary(listed=len(runs), dry_run=dry_run, read_only=writer is None))
     timer = _BusyTimer()
     stop = threading.Event()
 
