@@ -62,6 +62,8 @@ class ScanSummary:
                 + f", {self.cached_points:,} from cache) · {self.elapsed_seconds:.1f}s")
         if self.read_only:
             text += " · read only: nothing written"
+        elif self.dry_run:
+            text += f" · dry run: nothing written, {self.alerts_sent} alert(s) would be sent"
         else:
             text += f" · {self.written} run(s) updated, {self.alerts_sent} alert(s) sent"
         return text
