@@ -64,7 +64,6 @@ class ContractServer:
         self.requests: list[tuple[str, str]] = []  # (method, operation name or path)
         self.hooks: dict[str, Any] = {}  # operationName -> callable(variables), run before answering
         self.strict_operations = strict_operations
-        self.debug = False
         self._faults: list[dict] = []
         self._lock = threading.Lock()
         self._known = known_operations()
@@ -147,8 +146,6 @@ class ContractServer:
         if self.strict_operations and list(sig) not in self._known.get(name, []):
             self.violation(f"operation {name!r} with fields {list(sig)} was never recorded from the SDK; "
                            "re-record with `python -m tests.wandb.contract.record` if the SDK changed")
-        if self.debug:
-            print('VARS', name, variables)
         hook = self.hooks.get(name)
         if hook is not None:
             hook(variables)
