@@ -103,14 +103,13 @@ def _epoch(text: str | None) -> float | None:
 
 @dataclass
 class WandbApiRun:
-    """One listed run: its :class:`RunRef` and the SDK's run object."""
+    """One listed run: its :class:`RunRef`, the SDK's run object, and what the listing says of its
+    history (line count, heartbeat): with ``ref.state``, what the cache compares."""
 
     ref: RunRef
     sdk: Any
-    storage_id: str
     lines: int | None
     heartbeat: str | None
-    state: str | None
 
 
 class WandbApiAdapter:
@@ -256,7 +255,7 @@ class WandbApiAdapter:
         ref = RunRef(tracker=self.tracker, project=self.path, id=sdk.id, name=sdk.name or sdk.id,
                      state=sdk.state, updated_at=_epoch(heartbeat), url=self._run_url(sdk.id),
                      tags=tuple(sdk.tags or ()))
-        return WandbApiRun(ref, sdk, attrs.get("id", ""), attrs.get("historyLineCount"), heartbeat, sdk.state)
+        return WandbApiRun(ref, sdk, attrs.get("historyLineCount"), heartbeat)
 
     def _run_url(self, run_id: str) -> str:
         return f"{self.app_url}/{self.entity}/{self.project}/runs/{run_id}"
@@ -264,44 +263,28 @@ class WandbApiAdapter:
     # -- fetching ----------------------------------------------------------------------------
     def fetch_history(self, run: WandbApiRun) -> Fetched:
         cache = self._ensure_cache()
-        signature = cache.signature(run.lines, run.heartbeat, run.state)
+        signature = cache.signature(run.lines, run.heartbeat, run.ref.state)
         entry, cached, cached_system = cache.lookup(run.ref.id)
         if entry is not None and all(entry.get(k) == v for k, v in signature.items()):
             cache.touch(run.ref.id)
             return Fetched(self._history(run, cached, cached_system, []), cached_points=len(cached) + len(cached_system))
         history = cached if entry is not None else LongRows()
         min_step = int(entry["last_step"]) + 1 if entry is not None else 0
-        requests = 0
-        try:
-            rows = self._retrying(lambda: list(run.sdk.scan_history(page_size=PAGE_SIZE, min_step=min_step,
-                                                                    use_cache=False)),
-                                  f"reading {run.ref.id}'s history")
-        except TrackerUnreachable:
-            raise
-        except Exception:
-            self._raise_if_gone(run)  # a run deleted since the listing is skipped, not failed
-            raise
-        requests += 1
+        rows = self._read(run, lambda: list(run.sdk.scan_history(page_size=PAGE_SIZE, min_step=min_step,
+                                                                  use_cache=False)), "history")
         n_cached = len(history)
         history_rows(rows, history)
         if not rows and not len(history):
             self._raise_if_gone(run)
-        try:
-            events = self._retrying(lambda: run.sdk.history(stream="system", samples=SYSTEM_SAMPLES, pandas=False),
-                                    f"reading {run.ref.id}'s system metrics")
-        except TrackerUnreachable:
-            raise
-        except Exception:
-            self._raise_if_gone(run)
-            raise
-        requests += 1
+        events = self._read(run, lambda: run.sdk.history(stream="system", samples=SYSTEM_SAMPLES, pandas=False),
+                            "system metrics")
         system, note = system_rows(events or [], history)
         last_step = max((int(r["_step"]) for r in rows if isinstance(r.get("_step"), (int, float))),
                         default=int(entry["last_step"]) if entry is not None else -1)
         cache.store(run.ref.id, history, system, signature, last_step)
         fetched = len(history) - n_cached + len(system)
         return Fetched(self._history(run, history, system, [note] if note else []), fetched_points=fetched,
-                       cached_points=n_cached, requests=requests)
+                       cached_points=n_cached, requests=2)
 
     def _history(self, run: WandbApiRun, history: LongRows, system: LongRows, notes: list[str]) -> RunHistory:
         import numpy as np
@@ -315,6 +298,17 @@ class WandbApiAdapter:
         # come in model order (layers.2 before layers.10) for the vanishing-gradient diagnosis.
         keys = _stable_order(built, set(system.keys) - set(history.keys))
         return RunHistory(built.ref, {k: built[k] for k in keys}, [*built.notes, *notes])
+
+    def _read(self, run: WandbApiRun, call, what: str):
+        """One read of a run, retried; when it fails, a run deleted since the listing is skipped,
+        not failed."""
+        try:
+            return self._retrying(call, f"reading {run.ref.id}'s {what}")
+        except TrackerUnreachable:
+            raise
+        except Exception:
+            self._raise_if_gone(run)
+            raise
 
     def _raise_if_gone(self, run: WandbApiRun) -> None:
         from . import _sdk

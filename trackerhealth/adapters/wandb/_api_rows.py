@@ -10,7 +10,7 @@ The mapping matches the local-folder reader (:mod:`._records`), so a run reads t
 * W&B's own ``_step``, ``_runtime``, ``_timestamp`` give the step and wall time;
 * system metrics (``run.history(stream="system")`` rows, keys like ``system.gpu.0.gpu``) become
   ``system/gpu.0.gpu``, placed on the step axis by wall time through the history's own
-  (time, step) pairs.
+  (time, step) pairs in log order (:mod:`._placement`, as for local folders).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._histogram import derived_key, edges_of, l2_estimate
+from ._histogram import histogram_norm
+from ._placement import place_on_steps
 
 _SPECIAL = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf,
             "-Infinity": -math.inf, "-inf": -math.inf}
@@ -84,12 +85,9 @@ def _item(out: LongRows, step: float, wall: float, key: str, value) -> None:
         out.add(step, key, as_number, wall)
     elif isinstance(value, Mapping):
         if "_type" in value:
-            if value.get("_type") == "histogram":
-                derived = derived_key((key,))
-                edges = edges_of(value)
-                estimate = l2_estimate(value.get("values"), edges) if derived and edges is not None else None
-                if estimate is not None:
-                    out.add(step, derived, estimate[0], wall)
+            found = histogram_norm((key,), value)
+            if found is not None:
+                out.add(step, found[0], found[1], wall)
             return
         for sub, inner in value.items():
             _item(out, step, wall, f"{key}/{sub}", inner)
@@ -111,19 +109,7 @@ def system_rows(events: Iterable[Mapping], history: LongRows) -> tuple[LongRows,
             samples.append(items)
     if not times:
         return out, ""
-    h_steps = np.asarray(history.steps, dtype=np.float64)
-    h_walls = np.asarray(history.walls, dtype=np.float64)
-    ok = np.isfinite(h_steps) & np.isfinite(h_walls)
-    note = ""
-    if ok.any():
-        order = np.argsort(h_walls[ok], kind="stable")
-        # Both axes only go forward; a clock step back must not fold the mapping over.
-        t_axis = np.maximum.accumulate(h_walls[ok][order])
-        s_axis = np.maximum.accumulate(h_steps[ok][order])
-        at = np.interp(np.asarray(times), t_axis, s_axis)
-    else:
-        at = np.arange(len(times), dtype=np.float64)
-        note = "no history rows with a step and time: system metrics are placed at their sample index"
+    at, note = place_on_steps(times, history.walls, history.steps)
     for step, wall, items in zip(at, times, samples):
         for key, value in items:
             name = key.removeprefix("system.")

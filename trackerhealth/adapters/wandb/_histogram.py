@@ -70,3 +70,16 @@ def l2_estimate(counts: Any, edges: Any) -> tuple[float, float] | None:
     centre = (e[:-1] + e[1:]) / 2
     half = (e[1:] - e[:-1]) / 2
     return math.sqrt(float(np.dot(c, centre * centre))), math.sqrt(float(np.dot(c, half * half)))
+
+
+def histogram_norm(path: tuple[str, ...], obj: Mapping[str, Any]) -> tuple[str, float] | None:
+    """``(grad_norm/<layer>, L2 estimate)`` (or ``weight_norm/…``) for a gradient/weight histogram
+    logged under ``path``; None for any other media object, or a histogram that is not usable."""
+    if obj.get("_type") != "histogram":
+        return None
+    key = derived_key(path)
+    if key is None:
+        return None
+    edges = edges_of(obj)
+    estimate = None if edges is None else l2_estimate(obj.get("values"), edges)
+    return None if estimate is None else (key, estimate[0])

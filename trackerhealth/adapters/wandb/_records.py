@@ -33,7 +33,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ._fast import Joined, join, numeric_mask, object_mask, parse_history, parse_numbers, peek
-from ._histogram import derived_key, edges_of, l2_estimate
+from ._histogram import histogram_norm
+from ._placement import place_on_steps
 
 INSTALL_HINT = "pip install 'trackerhealth[wandb]'"
 _NUMBER_START = frozenset("-0123456789NI")  # JSON numbers, NaN, Infinity, -Infinity
@@ -97,17 +98,7 @@ class Decoded:
     def stats_rows(self) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray, str]:
         """System-metric rows with steps placed by wall time (see the module docstring)."""
         times = np.asarray(self.s_times, dtype=np.float64)
-        note = ""
-        ok = self.is_history & np.isfinite(self.times) & np.isfinite(self.steps)
-        if ok.any():
-            # Both axes only go forward; a clock step back must not fold the mapping over.
-            t_axis = np.maximum.accumulate(self.times[ok])
-            s_axis = np.maximum.accumulate(self.steps[ok])
-            at = np.interp(times, t_axis, s_axis)
-        else:
-            at = np.arange(len(times), dtype=np.float64)
-            if len(times):
-                note = "no history rows with a step and time: system metrics are placed at their sample index"
+        at, note = place_on_steps(times, self.times[self.is_history], self.steps[self.is_history])
         steps = np.repeat(at, self.s_counts)
         walls = np.repeat(times, self.s_counts)
         return steps, self.s_keys, _as_floats(self.s_vals), walls, note
@@ -370,15 +361,9 @@ def _walk_object(out: Decoded, index: int, path: tuple[str, ...], obj: Any) -> N
 
 def _media(out: Decoded, index: int, path: tuple[str, ...], obj: dict[str, Any]) -> None:
     """Keep only what a media object says about training health: a gradient/weight histogram's norm."""
-    if obj.get("_type") != "histogram":
-        return
-    key = derived_key(path)
-    if key is None:
-        return
-    edges = edges_of(obj)
-    est = None if edges is None else l2_estimate(obj.get("values"), edges)
-    if est is not None:
-        out.derived.append((index, key, est[0]))
+    found = histogram_norm(path, obj)
+    if found is not None:
+        out.derived.append((index, *found))
 
 
 # -- stats, run, config ----------------------------------------------------------------------------
