@@ -209,10 +209,9 @@ def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_d
 
 def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_runs, notify, report, sender, cache_dir,
                 fmt, fail_on, workers, dry_run, full, bar, config) -> None:
-    from .adapters.base import TrackerUnreachable
-    from .adapters.mlflow._errors import SelectionError
-    from .adapters.mlflow._runs import parse_since
-    from .adapters.wandb import WandbApiAdapter, WandbMissing, WandbSelectionError
+    from .adapters._shared import parse_since
+    from .adapters.base import SelectionError, TrackerUnreachable
+    from .adapters.wandb import WandbApiAdapter, WandbMissing
     from .scan import scan as run_scan
 
     adapter = None
@@ -231,7 +230,7 @@ def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_run
                 notes.append(f"the W&B report was not updated: {type(exc).__name__}: {exc}")
         if not dry_run and not result.errors:
             adapter.scan_complete()
-    except (WandbSelectionError, SelectionError, WandbMissing) as exc:
+    except (SelectionError, WandbMissing) as exc:
         _die(str(exc), EXIT_USAGE)
     except TrackerUnreachable as exc:
         _die(str(exc), EXIT_UNREACHABLE)
@@ -279,7 +278,7 @@ def _finish(result, notes, *, fmt, fail_on, full) -> None:
 
 
 def _default():
-    from .adapters.mlflow import default_cache_dir
+    from .adapters._shared import default_cache_dir
 
     return default_cache_dir()
 

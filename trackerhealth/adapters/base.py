@@ -34,6 +34,11 @@ class RunSkipped(Exception):
         super().__init__(reason)
 
 
+class SelectionError(ValueError):
+    """The runs asked for cannot be selected (unknown project or experiment, bad --since, bad
+    filter, rejected credentials). A usage error: the CLI exits 2 with the message."""
+
+
 class TrackerUnreachable(Exception):
     """The tracker did not answer at all (connection refused, DNS, timeouts after retries).
 

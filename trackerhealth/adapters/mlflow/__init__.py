@@ -10,8 +10,9 @@ mlflow itself is imported only when a store is opened; without it, the error say
 ``pip install 'trackerhealth[mlflow]'``.
 """
 
+from .._shared import default_cache_dir, parse_since
 from ._adapter import MlflowAdapter
-from ._cache import HistoryCache, default_cache_dir
+from ._cache import HistoryCache
 from ._errors import (
     ApiError,
     MlflowMissing,
@@ -20,7 +21,7 @@ from ._errors import (
     TrackerUnreachable,
 )
 from ._http import RetryPolicy
-from ._runs import MlflowRun, parse_since
+from ._runs import MlflowRun
 from ._uri import TrackingUri
 from ._uri import parse as parse_uri
 

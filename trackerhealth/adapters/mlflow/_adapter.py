@@ -13,13 +13,14 @@ from pathlib import Path
 import numpy as np
 
 from ...schema import RunHistory
+from .._shared import default_cache_dir, parse_since
 from ..base import Fetched, RunSkipped
 from . import _uri
-from ._cache import HistoryCache, default_cache_dir, merge
+from ._cache import HistoryCache, merge
 from ._errors import ApiError, SelectionError, TrackerUnreachable, import_mlflow
 from ._fetch import ClientFetcher, RestFetcher, SqlAlchemyFetcher, SqliteFetcher
 from ._http import RestClient, RetryPolicy
-from ._runs import ClientLister, MlflowRun, RestLister, parse_since, select_runs
+from ._runs import ClientLister, MlflowRun, RestLister, select_runs
 
 DEFAULT = object()
 

@@ -20,8 +20,6 @@ resolved the same way on cached and fresh data. Everything is plain files writte
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,17 +28,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._shared import atomic_parquet, atomic_write
+
 FORMAT = 1
 COLUMNS = ("key", "step", "value", "timestamp")
 PRUNE_AFTER_S = 90 * 86400  # runs not listed for this long leave the cache
-
-
-def default_cache_dir() -> Path:
-    try:
-        from platformdirs import user_cache_dir
-    except ImportError:
-        return Path.home() / ".cache" / "trackerhealth"
-    return Path(user_cache_dir("trackerhealth"))
 
 
 def empty_rows() -> pd.DataFrame:
@@ -106,7 +98,7 @@ class HistoryCache:
                 del self._index[run_id]
                 self._parquet(run_id).unlink(missing_ok=True)
             doc = {"format": FORMAT, "runs": self._index}
-            _atomic_write(self.dir / "index.json", json.dumps(doc, sort_keys=True).encode())
+            atomic_write(self.dir / "index.json", json.dumps(doc, sort_keys=True).encode())
             self._dirty = False
 
     def _parquet(self, run_id: str) -> Path:
@@ -154,17 +146,9 @@ class HistoryCache:
         if not self.enabled:
             return
         if changed or not self._parquet(run_id).exists():
-            self._parquet(run_id).parent.mkdir(parents=True, exist_ok=True)
             table_rows = rows.reset_index(drop=True)
             table_rows["key"] = table_rows["key"].astype("category")  # dictionary-encoded on disk
-            fd, tmp = tempfile.mkstemp(dir=self._parquet(run_id).parent, suffix=".tmp")
-            os.close(fd)
-            try:
-                table_rows.to_parquet(tmp, index=False)
-                os.replace(tmp, self._parquet(run_id))
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            atomic_parquet(table_rows, self._parquet(run_id))
         entry = {
             "status": status,
             "end_time": end_time,
@@ -204,15 +188,3 @@ def merge(cached: pd.DataFrame, fetched: list[tuple[str, int | None, pd.DataFram
     if len(codes) and (np.diff(codes) < 0).any():
         rows = rows.iloc[np.argsort(codes, kind="stable")]
     return rows.reset_index(drop=True)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import RunSkipped, TrackerUnreachable
+from ..base import RunSkipped, SelectionError, TrackerUnreachable
 
 __all__ = ["ApiError", "MlflowMissing", "RunSkipped", "SelectionError", "TrackerUnreachable", "import_mlflow"]
 
@@ -11,13 +11,6 @@ INSTALL_HINT = "pip install 'trackerhealth[mlflow]'"
 
 class MlflowMissing(ImportError):
     """mlflow (or requests) is not installed; the message says how to install the extra."""
-
-
-class SelectionError(ValueError):
-    """The runs asked for cannot be selected (unknown experiment, bad --since, bad filter).
-
-    A usage error: the CLI exits 2 with the message.
-    """
 
 
 class ApiError(Exception):

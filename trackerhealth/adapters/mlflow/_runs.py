@@ -14,11 +14,8 @@ by :func:`parse_run`.
 from __future__ import annotations
 
 import json
-import re
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from ...schema import RunRef
 from ._errors import ApiError, SelectionError
@@ -71,25 +68,6 @@ def parse_run(doc: dict, experiment_names: dict[str, str], ui_base: str | None) 
         tags=tuple(f"{k}={v}" for k, v in tags.items() if not k.startswith(("mlflow.", "trackerhealth."))),
     )
     return MlflowRun(ref, exp_id, status, start, end, info.get("lifecycle_stage", "active"), tags, latest)
-
-
-def parse_since(text: str | None, now: float | None = None) -> int | None:
-    """``2h``, ``30m``, ``7d``, ``1w``, an ISO date/time (UTC unless it says otherwise) -> epoch ms."""
-    if not text:
-        return None
-    now = time.time() if now is None else now
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
-    if m:
-        seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
-        return int((now - seconds) * 1000)
-    try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise SelectionError(f"--since {text!r} is neither a duration (30m, 2h, 7d, 1w) nor an ISO date/time "
-                             "(2025-06-01 or 2025-06-01T12:00:00Z)") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return int(when.timestamp() * 1000)
 
 
 def since_filters(base: str | None, since_ms: int | None) -> list[str]:

@@ -34,7 +34,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ...schema import RunHistory, RunRef
-from ..base import Fetched, RunSkipped, TrackerUnreachable
+from .._shared import default_cache_dir
+from ..base import Fetched, RunSkipped, SelectionError, TrackerUnreachable
 from ._api_cache import ApiHistoryCache
 from ._api_rows import LongRows, history_rows, system_rows
 from ._records import INSTALL_HINT, WandbMissing
@@ -47,7 +48,7 @@ SYSTEM_SAMPLES = 20_000  # system-metric rows asked for; W&B samples longer runs
 RESCAN_OVERLAP = timedelta(minutes=10)  # clock skew between this machine and the server
 
 
-class WandbSelectionError(ValueError):
+class WandbSelectionError(SelectionError):
     """The selection cannot be used (bad path, filter JSON, unknown project, rejected key)."""
 
 
@@ -136,11 +137,7 @@ class WandbApiAdapter:
         self.timeout = timeout
         self.retries = retries
         self.base_url = (base_url or os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        if cache_dir is DEFAULT:
-            from ..mlflow._cache import default_cache_dir
-
-            cache_dir = default_cache_dir()
-        self._cache_root = cache_dir
+        self._cache_root = default_cache_dir() if cache_dir is DEFAULT else cache_dir
         self.cache: ApiHistoryCache | None = None
         self._api = None
         self._lock = threading.Lock()

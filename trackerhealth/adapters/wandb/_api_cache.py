@@ -21,9 +21,7 @@ count, format) is ignored and refetched, never trusted.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -31,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._shared import atomic_parquet, atomic_write
 from ._api_rows import LongRows
 
 FORMAT = 1
@@ -103,16 +102,7 @@ class ApiHistoryCache:
             "wall": np.concatenate((history.arrays()[3], system.arrays()[3])),
             "system": np.concatenate((np.zeros(len(history), bool), np.ones(len(system), bool))),
         })
-        path = self._parquet(run_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        os.close(fd)
-        try:
-            frame.to_parquet(tmp, index=False)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        atomic_parquet(frame, self._parquet(run_id))
         with self._lock:
             self._runs[run_id] = {**signature, "last_step": int(last_step), "points": len(frame),
                                   "seen": int(time.time())}
@@ -139,15 +129,7 @@ class ApiHistoryCache:
                 del self._runs[run_id]
                 self._parquet(run_id).unlink(missing_ok=True)
             doc = {"format": FORMAT, "last_scan": self.last_scan, "runs": self._runs}
-            self.dir.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(doc, fh, sort_keys=True)
-                os.replace(tmp, self.dir / "index.json")
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            atomic_write(self.dir / "index.json", json.dumps(doc, sort_keys=True).encode())
             self._dirty = False
 
 
