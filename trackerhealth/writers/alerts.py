@@ -19,7 +19,7 @@ import random
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
 from ..schema import CRITICAL, Evidence, Finding, HealthReport
@@ -52,6 +52,25 @@ def plan(report: HealthReport, already: set[str]) -> tuple[list[Finding], set[st
     new = [f for f in critical if f.id not in already]
     still = already & {f.id for f in critical}
     return new, still
+
+
+def deliver(report: HealthReport, already: set[str], dry_run: bool,
+            send: Callable[[Finding], bool]) -> tuple[list[str], set[str]]:
+    """Alert each new critical finding through ``send`` (True when it was delivered).
+
+    Returns the ids alerted now (in a dry run, those that would be) and every id now on record as
+    alerted: the ones still critical from before plus the ones delivered. A failed delivery is not
+    recorded, so the next scan tries it again.
+    """
+    new, still = plan(report, already)
+    sent: list[str] = []
+    for finding in new:
+        if dry_run:
+            sent.append(finding.id)
+        elif send(finding):
+            still.add(finding.id)
+            sent.append(finding.id)
+    return sent, still
 
 
 def _escape(text: str) -> str:

@@ -19,10 +19,6 @@ so no value we write is longer.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import inspect
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,6 +26,7 @@ from datetime import datetime, timezone
 from ..adapters.base import RunSkipped
 from ..schema import HealthReport, RunHistory
 from . import alerts as alerting
+from ._common import Dashboard, report_json
 
 __all__ = [
     "ALERTED",
@@ -54,7 +51,6 @@ ALERTED, DIGEST = PREFIX + "alerted", PREFIX + "digest"
 MAX_TAG = 8000
 REPORT_ARTIFACT = "trackerhealth/report.json"
 DASHBOARD_ARTIFACT = "trackerhealth/dashboard.html"
-REPORT_FORMAT = 1
 
 
 def fit(value: str, limit: int = MAX_TAG) -> str:
@@ -79,32 +75,6 @@ def health_tags(report: HealthReport) -> dict[str, str]:
         FINDINGS: fit(",".join(f.id for f in report.problems)),
         SCORE: "" if report.score is None else f"{report.score:.0f}",
     }
-
-
-def report_json(report: HealthReport) -> str:
-    """The report artifact; deterministic (no scan time), so an unchanged run's digest is stable."""
-    from .. import __version__
-
-    doc = {"format": REPORT_FORMAT, "trackerhealth_version": __version__, **report.to_dict(full=True)}
-    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False)
-
-
-def dashboard_renderer() -> tuple[Callable[..., str] | None, str]:
-    """``render_run_html`` from the dashboard writer when it is there and usable, else why not."""
-    try:
-        module = importlib.import_module("trackerhealth.writers.dashboard")
-    except ImportError:
-        return None, "the dashboard writer is not installed"
-    render = getattr(module, "render_run_html", None)
-    if render is None:
-        return None, "the dashboard writer has no render_run_html"
-    check = getattr(module, "require_plotly", None)
-    if check is not None:
-        try:
-            check()
-        except Exception as exc:  # noqa: BLE001 - its message says what to install
-            return None, f"no dashboard artifact: {exc}"
-    return render, ""
 
 
 def utc_stamp() -> str:
@@ -146,32 +116,28 @@ class MlflowWriter:
         self._tag = RunTag
         self._exc = MlflowException
         self.config = config
-        self._dashboard, why = dashboard_renderer()
-        self.notes = [why] if why else []
-        # Passed when the renderer takes it, so the panels show the keys the diagnoses used.
-        self._dashboard_config = bool(self._dashboard) and "config" in inspect.signature(self._dashboard).parameters
+        self._dashboard = Dashboard()
+        self.notes = [self._dashboard.note] if self._dashboard.note else []
 
     def write(self, report: HealthReport, history: RunHistory, dry_run: bool = False) -> WriteOutcome:
         run_id = report.run.id
         current = self.current_tags(run_id)
         outcome = WriteOutcome(run_id, dry_run=dry_run)
         body = report_json(report)
-        digest = hashlib.sha256((body + ("\ndashboard" if self._dashboard else "")).encode()).hexdigest()[:16]
+        digest = self._dashboard.digest(body)
         wanted = {**health_tags(report), DIGEST: digest}
 
         if self.alert is not None:
-            new, still = alerting.plan(report, alerting.parse_ids(current.get(ALERTED)))
-            for finding in new:
-                if dry_run:
-                    outcome.alerts_sent.append(finding.id)
-                    continue
+            def send(finding) -> bool:
                 try:
                     self.alert.send(alerting.build_payload(report, finding))
                 except alerting.AlertError as exc:
                     outcome.problems.append(f"alert for {finding.id}: {exc}")
-                    continue  # not recorded as alerted: the next scan tries again
-                still.add(finding.id)
-                outcome.alerts_sent.append(finding.id)
+                    return False  # not recorded as alerted: the next scan tries again
+                return True
+
+            outcome.alerts_sent, still = alerting.deliver(report, alerting.parse_ids(current.get(ALERTED)),
+                                                          dry_run, send)
             wanted[ALERTED] = fit(alerting.format_ids(still))
 
         outcome.tags = {k: v for k, v in wanted.items() if current.get(k) != v}
@@ -179,7 +145,7 @@ class MlflowWriter:
         upload = current.get(DIGEST) != digest
         if upload:
             outcome.artifacts.append(REPORT_ARTIFACT)
-            if self._dashboard:
+            if self._dashboard.available:
                 outcome.artifacts.append(DASHBOARD_ARTIFACT)
         if dry_run:
             return outcome
@@ -187,10 +153,9 @@ class MlflowWriter:
         try:
             if upload:
                 self.client.log_text(run_id, body, REPORT_ARTIFACT)
-                if self._dashboard:
+                if self._dashboard.available:
                     try:
-                        kw = {"config": self.config} if self._dashboard_config else {}
-                        html = self._dashboard(history, report, **kw)
+                        html = self._dashboard.render(history, report, self.config)
                     except Exception as exc:  # noqa: BLE001 - a dashboard bug must not cost the tags
                         outcome.problems.append(f"dashboard: {type(exc).__name__}: {exc}")
                         outcome.artifacts.remove(DASHBOARD_ARTIFACT)

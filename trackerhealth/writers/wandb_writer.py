@@ -23,8 +23,6 @@ undo an edit made meanwhile. Nothing is written when nothing changed.
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import json
 import tempfile
 from dataclasses import dataclass, field
@@ -33,10 +31,10 @@ from pathlib import Path
 from ..adapters.base import RunSkipped
 from ..schema import CRITICAL, HealthReport, RunHistory
 from . import alerts as alerting
-from .mlflow_writer import dashboard_renderer, report_json
+from ._common import Dashboard, report_json
 
 __all__ = ["ALERTED", "DASHBOARD_FILE", "DIGEST", "FINDINGS", "SCORE", "STATUS", "TAG_PREFIX",
-           "WandbWriteOutcome", "WandbWriter", "health_summary", "health_tags"]
+           "WandbWriteOutcome", "WandbWriter", "health_summary", "health_tags", "with_health_tags"]
 
 TAG_PREFIX = "health:"
 PREFIX = "trackerhealth/"
@@ -73,6 +71,11 @@ mutation UpsertBucket($id: String!, $tags: [String!]) {
 def health_tags(report: HealthReport) -> list[str]:
     ids = list(dict.fromkeys(f.id for f in report.problems))
     return [TAG_PREFIX + i for i in ids] if ids else [TAG_PREFIX + "ok"]
+
+
+def with_health_tags(tags: list[str], report: HealthReport) -> list[str]:
+    """``tags`` with its ``health:*`` tags replaced by the report's; every other tag kept, in order."""
+    return [t for t in tags if not t.startswith(TAG_PREFIX)] + health_tags(report)
 
 
 def health_summary(report: HealthReport) -> dict:
@@ -118,9 +121,8 @@ class WandbWriter:
         self.notify = notify
         self.config = config
         self.report = report
-        self._dashboard, why = dashboard_renderer()
-        self.notes = [why] if why else []
-        self._dashboard_config = bool(self._dashboard) and "config" in inspect.signature(self._dashboard).parameters
+        self._dashboard = Dashboard()
+        self.notes = [self._dashboard.note] if self._dashboard.note else []
         self.run_roles: list[dict] = []  # role -> key(s) per written run, for the project report
 
     # -- one run ---------------------------------------------------------------------------------
@@ -134,29 +136,21 @@ class WandbWriter:
         current_tags = list(run.tags or [])
         summary = _sdk.summary_of(run)
 
-        kept = [t for t in current_tags if not t.startswith(TAG_PREFIX)]
-        wanted_tags = kept + health_tags(report)
+        wanted_tags = with_health_tags(current_tags, report)
         outcome.tags_added = [t for t in wanted_tags if t not in current_tags]
         outcome.tags_removed = [t for t in current_tags if t not in wanted_tags]
 
         body = report_json(report)
-        digest = hashlib.sha256((body + ("\ndashboard" if self._dashboard else "")).encode()).hexdigest()[:16]
+        digest = self._dashboard.digest(body)
         wanted = {**health_summary(report), DIGEST: digest}
         already = alerting.parse_ids(summary.get(ALERTED) if isinstance(summary.get(ALERTED), str) else "")
-        new, still = alerting.plan(report, already)
-        for finding in new:
-            if dry_run:
-                outcome.alerts_sent.append(finding.id)
-                continue
-            sent = self._alert(report, finding, outcome)
-            if sent:
-                still.add(finding.id)
-                outcome.alerts_sent.append(finding.id)
+        outcome.alerts_sent, still = alerting.deliver(report, already, dry_run,
+                                                      lambda finding: self._alert(report, finding, outcome))
         wanted[ALERTED] = alerting.format_ids(still)
         ours = {k for k in summary if k.startswith(PREFIX)}
         outcome.summary = {k: v for k, v in wanted.items() if summary.get(k) != v}
         outcome.summary.update({k: None for k in ours - set(wanted)})
-        upload = self._dashboard is not None and summary.get(DIGEST) != digest
+        upload = self._dashboard.available and summary.get(DIGEST) != digest
         if upload:
             outcome.files.append(DASHBOARD_FILE)
         if dry_run:
@@ -166,7 +160,7 @@ class WandbWriter:
             outcome.summary.pop(DIGEST, None)  # not uploaded: try again next scan
         if outcome.tags_added or outcome.tags_removed:
             fresh = self._fresh(run_id)  # re-read just before writing the whole list
-            tags = [t for t in (fresh.tags or []) if not t.startswith(TAG_PREFIX)] + health_tags(report)
+            tags = with_health_tags(list(fresh.tags or []), report)
             adapter._retrying(lambda: _sdk.graphql(adapter.api, WRITE_TAGS, {"id": fresh.storage_id, "tags": tags}),
                               f"writing {run_id}'s tags")
         if outcome.summary:
@@ -234,8 +228,7 @@ class WandbWriter:
 
     def _upload_dashboard(self, run, report: HealthReport, history: RunHistory, outcome: WandbWriteOutcome) -> bool:
         try:
-            kw = {"config": self.config} if self._dashboard_config else {}
-            html = self._dashboard(history, report, **kw)
+            html = self._dashboard.render(history, report, self.config)
         except Exception as exc:  # noqa: BLE001 - a dashboard bug must not cost the tags
             outcome.problems.append(f"dashboard: {type(exc).__name__}: {exc}")
             outcome.files.remove(DASHBOARD_FILE)
