@@ -43,8 +43,10 @@ class _Progress:
         self.shown = True
 
     def finish(self) -> None:
+        """End the progress line (once, however often it is called)."""
         if self.shown:
             click.echo("", err=True)
+            self.shown = False
 
 
 @click.command("scan", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -221,7 +223,6 @@ def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_run
                                   workers=workers)
         writer = adapter.writer(alert=sender, config=config, notify=notify, report=report)
         result = run_scan(adapter, writer, config, workers=workers, dry_run=dry_run, progress=bar)
-        bar.finish()
         notes = list(writer.notes)
         if result.reports and not result.unreachable:
             try:

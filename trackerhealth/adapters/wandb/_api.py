@@ -200,8 +200,9 @@ class WandbApiAdapter:
         return self.cache
 
     # -- listing -----------------------------------------------------------------------------
-    def filters(self) -> dict:
-        """The server-side filter for this selection (the user's ``--filter`` and ours, ANDed)."""
+    def filters(self, updated_since: str | None = None) -> dict:
+        """The server-side filter for this selection (the user's ``--filter`` and ours, ANDed),
+        with ``updatedAt > updated_since`` when given."""
         clauses: list[dict] = []
         if self.user_filter:
             clauses.append(self.user_filter)
@@ -211,10 +212,8 @@ class WandbApiAdapter:
             clauses.append({"tags": {"$in": self.tags}})
         if self.run_ids:
             clauses.append({"name": {"$in": self.run_ids}})
-        since = self._updated_since()
-        if since is not None:
-            self.listed_since = since
-            clauses.append({"updatedAt": {"$gt": since}})
+        if updated_since is not None:
+            clauses.append({"updatedAt": {"$gt": updated_since}})
         if not clauses:
             return {}
         return clauses[0] if len(clauses) == 1 else {"$and": clauses}
@@ -233,7 +232,8 @@ class WandbApiAdapter:
         wandb = import_wandb()
         api = self.api
         self._scan_started = datetime.now(timezone.utc)
-        spec = self.filters()
+        self.listed_since = self._updated_since()
+        spec = self.filters(self.listed_since)
         try:
             listed = list(self._retrying(lambda: list(api.runs(self.path, filters=spec, per_page=100)), "listing runs"))
         except ValueError as exc:
