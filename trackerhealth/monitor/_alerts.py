@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterable, Sequence
 
 from ..schema import CRITICAL, LEVEL_RANK, WARNING, Finding, HealthReport
+from ..writers.formats import evidence_line
 
 logger = logging.getLogger("trackerhealth")
 
@@ -34,23 +35,11 @@ def _install_hint(extra: str, package: str) -> str:
     return f"pip install 'trackerhealth[{extra}]' (or pip install {package})"
 
 
-def _evidence_lines(finding: Finding) -> list[str]:
-    out = []
-    for e in finding.evidence:
-        where = ""
-        if e.step_start is not None:
-            where = f" steps {e.step_start:,.0f}" + (f"–{e.step_end:,.0f}" if e.step_end not in (None, e.step_start) else "")
-        observed = "n/a" if e.observed is None else f"{e.observed:.4g}"
-        limit = "" if e.threshold is None else f" (threshold {e.threshold:.4g})"
-        out.append(f"- {e.metric}{where}: {observed}{limit}{' — ' + e.detail if e.detail else ''}")
-    return out
-
-
 def alert_text(finding: Finding) -> str:
     lines = [finding.message]
     if finding.recommendation:
         lines.append(f"Fix: {finding.recommendation}")
-    lines.extend(_evidence_lines(finding))
+    lines.extend(f"- {evidence_line(e)}" for e in finding.evidence)
     return "\n".join(lines)
 
 

@@ -22,7 +22,8 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
-from ..schema import CRITICAL, Evidence, Finding, HealthReport
+from ..schema import CRITICAL, Finding, HealthReport
+from .formats import evidence_line
 
 __all__ = ["AlertError", "WebhookSender", "build_payload", "format_ids", "parse_ids", "plan", "redact"]
 
@@ -82,24 +83,12 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _evidence_line(e: Evidence) -> str:
-    steps = ""
-    if e.step_start is not None:
-        steps = f" steps {e.step_start:,.0f}"
-        if e.step_end is not None and e.step_end != e.step_start:
-            steps += f"–{e.step_end:,.0f}"
-    observed = "n/a" if e.observed is None else f"{e.observed:.4g}"
-    threshold = "" if e.threshold is None else f" (threshold {e.threshold:.4g})"
-    detail = f" — {e.detail}" if e.detail else ""
-    return f"{e.metric}{steps}: {observed}{threshold}{detail}"
-
-
 def build_payload(report: HealthReport, finding: Finding, *, tracker_label: str = "MLflow") -> dict:
     """One message for one newly critical finding of one run."""
     run = report.run
     name = run.name or run.id
     link = f"<{run.url}|{_escape(name)}>" if run.url else f"*{_escape(name)}*"
-    evidence = "\n".join(f"• {_escape(_evidence_line(e))}" for e in finding.evidence) or "• (no evidence recorded)"
+    evidence = "\n".join(f"• {_escape(evidence_line(e))}" for e in finding.evidence) or "• (no evidence recorded)"
     score = "—" if report.score is None else f"{report.score:.0f}"
     open_run = f" · <{run.url}|open the run in {tracker_label}>" if run.url else ""
     blocks = [

@@ -22,7 +22,8 @@ def _num(x: float | None) -> str:
     return "—" if x is None else f"{x:.0f}"
 
 
-def _evidence_line(e: Evidence) -> str:
+def evidence_line(e: Evidence) -> str:
+    """One evidence item as text: ``metric steps a–b: observed (threshold t) — detail``."""
     steps = ""
     if e.step_start is not None:
         steps = f" steps {e.step_start:,.0f}" + (f"–{e.step_end:,.0f}" if e.step_end is not None and e.step_end != e.step_start else "")
@@ -60,7 +61,7 @@ def to_table(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] =
             for f in r.problems:
                 lines.append(f"  [{f.level.upper()}] {f.id}: {f.message}")
                 for e in f.evidence:
-                    lines.append(f"      · {_evidence_line(e)}")
+                    lines.append(f"      · {evidence_line(e)}")
                 lines.append(f"      fix: {f.recommendation}")
             for note in r.notes:
                 lines.append(f"  note: {note}")
@@ -126,7 +127,7 @@ def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]
         for f in r.problems:
             out.append(f"- **{f.level}** `{f.id}` — {_md_escape(f.message)}")
             for e in f.evidence:
-                out.append(f"  - {_md_escape(_evidence_line(e))}")
+                out.append(f"  - {_md_escape(evidence_line(e))}")
             out.append(f"  - *Fix:* {_md_escape(f.recommendation)}")
     if errors:
         out.append("")

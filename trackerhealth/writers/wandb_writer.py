@@ -32,6 +32,7 @@ from ..adapters.base import RunSkipped
 from ..schema import CRITICAL, HealthReport, RunHistory
 from . import alerts as alerting
 from ._common import Dashboard, report_json
+from .formats import evidence_line
 
 __all__ = ["ALERTED", "DASHBOARD_FILE", "DIGEST", "FINDINGS", "SCORE", "STATUS", "TAG_PREFIX",
            "WandbWriteOutcome", "WandbWriter", "health_summary", "health_tags", "with_health_tags"]
@@ -253,7 +254,7 @@ class WandbWriter:
 def _alert_text(report: HealthReport, finding) -> str:
     lines = [finding.message, f"Fix: {finding.recommendation}"]
     for e in finding.evidence[:3]:
-        lines.append(alerting._evidence_line(e))
+        lines.append(evidence_line(e))
     if report.run.url:
         lines.append(f"Run: {report.run.url}")
     return "\n".join(lines)[:4000]

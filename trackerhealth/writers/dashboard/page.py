@@ -14,7 +14,7 @@ from typing import Any
 from ... import __version__
 from ...roles import resolve
 from ...schema import CRITICAL, DIMENSIONS, OK, WARNING, HealthReport, RunHistory
-from ..formats import _evidence_line
+from ..formats import evidence_line
 from . import _plotlyjs
 from ._assets import CSP, CSS, RUN_JS
 from ._encode import esc, safe_url, script_json
@@ -121,7 +121,7 @@ def findings_section(report: HealthReport, panels: list[Panel]) -> str:
             a, b = min(r.start for r in ranges), max(r.end for r in ranges)
             zoom = (f'<button type="button" data-zoom-start="{a!r}" data-zoom-end="{b!r}" '
                     f'title="zoom every chart to this finding">show {esc(_steps_text(a, b))}</button>')
-        evidence = "".join(f"<li>{esc(_evidence_line(e))}</li>" for e in f.evidence)
+        evidence = "".join(f"<li>{esc(evidence_line(e))}</li>" for e in f.evidence)
         items.append(
             f'<li class="finding {esc(f.level)}" id="finding-{esc(f.id)}" data-finding="{esc(f.id)}">'
             f'<div class="head"><span class="badge {esc(f.level)}">{esc(f.level.upper())}</span>'
