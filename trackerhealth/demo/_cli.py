@@ -101,6 +101,9 @@ def demo(directory: Path, quick: bool) -> None:
     click.echo(f"  scan again   trackerhealth scan --mlflow-uri {shlex.quote(db)} -e {result.experiment}")
     click.echo("Your own runs:")
     click.echo("  trackerhealth scan --mlflow-uri http://your-mlflow:5000 -e your-experiment --dry-run")
-    click.echo("  trackerhealth analyze path/to/logs      (CSV, Parquet, trainer_state.json, metrics.csv, TensorBoard)")
+    click.echo("  trackerhealth scan --project your-entity/your-project --dry-run   (W&B: set WANDB_API_KEY; "
+               "pip install 'trackerhealth[wandb]')")
+    click.echo("  trackerhealth analyze path/to/logs      (CSV, Parquet, trainer_state.json, metrics.csv, TensorBoard, "
+               "W&B run folders)")
     if os.environ.get("GITHUB_ACTIONS") == "true":
         click.echo(f"(in CI: upload {shlex.quote(_shown(result.overview.parent))} as an artifact to look at it)")
