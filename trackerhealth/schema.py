@@ -558,8 +558,8 @@ class HealthReport:
 
     ``loss_key`` is the metric read as the training loss (None: none was recognised, and the run's
     status is ``unknown``); ``failures`` lists the stages that raised (status ``error``);
-    ``status_reason`` says in words why the status is ``error`` or ``unknown`` (empty otherwise;
-    left empty, it is derived from ``failures``).
+    (an ``error`` finding adds its own entry); ``status_reason`` says in words why the status is
+    ``error`` or ``unknown`` (empty otherwise; left empty, it is derived).
     """
 
     run: RunRef
@@ -574,16 +574,20 @@ class HealthReport:
     status_reason: str = ""
 
     def __post_init__(self):
+        # An error finding is a failed stage, also when the report was built by hand: `failures`
+        # then names every failure, and the short JSON (which drops error findings) keeps them.
+        listed = {f.stage for f in self.failures}
+        missing = tuple(StageFailure(f"diagnosis:{f.id}", f.message.removeprefix("diagnosis failed: "))
+                        for f in self.findings if f.level == ERROR and f"diagnosis:{f.id}" not in listed)
+        if missing:
+            object.__setattr__(self, "failures", self.failures + missing)
         if not self.status_reason:
             object.__setattr__(self, "status_reason", self._derived_reason())
 
     def _derived_reason(self) -> str:
         status = self.status
         if status == ERROR:
-            failed = [f.describe() for f in self.failures]
-            failed += [f"diagnosis:{f.id} failed: {f.message}" for f in self.findings
-                       if f.level == ERROR and not any(x.stage == f"diagnosis:{f.id}" for x in self.failures)]
-            return "; ".join(failed)
+            return "; ".join(f.describe() for f in self.failures)
         if status == UNKNOWN:
             return f"no training loss recognised; {LOSS_KEY_HINT}"
         return ""
@@ -601,7 +605,7 @@ class HealthReport:
 
         ``ok`` therefore always means: the loss was read and every diagnosis ran.
         """
-        if self.failures or any(f.level == ERROR for f in self.findings):
+        if self.failures:
             return ERROR
         if self.loss_key is None:
             return UNKNOWN

@@ -46,7 +46,7 @@ def status_counts(reports: Sequence[HealthReport]) -> str:
                      + [f"{count[WARNING]} warning", f"{count[OK]} healthy"])
 
 
-_ROW_REASON = 160  # characters of the status reason on a table row; the run's section has it whole
+_ROW_REASON = 240  # characters of the status reason on a table row; the run's section has it whole
 
 
 def _short(text: str, limit: int = _ROW_REASON) -> str:
