@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,11 +40,12 @@ def by_score(reports: Sequence[HealthReport]) -> list[HealthReport]:
 
 
 def status_counts(reports: Sequence[HealthReport]) -> str:
-    """``3 run(s): 1 error, 1 unknown, 0 critical, 1 warning, 0 healthy`` — only `ok` is healthy."""
-    count = {s: sum(r.status == s for r in reports) for s in (ERROR, UNKNOWN, CRITICAL, WARNING, OK)}
-    failed = [f"{count[s]} {s}" for s in (ERROR, UNKNOWN) if count[s]]
-    return ", ".join([f"{len(reports)} run(s): " + ", ".join(failed + [f"{count[CRITICAL]} critical"])]
-                     + [f"{count[WARNING]} warning", f"{count[OK]} healthy"])
+    """``3 run(s): 1 error, 0 critical, 1 warning, 1 healthy`` — only `ok` counts as healthy;
+    error and unknown are named when there are any."""
+    count = Counter(r.status for r in reports)
+    parts = [f"{count[s]} {s}" for s in (ERROR, UNKNOWN) if count[s]]
+    parts += [f"{count[CRITICAL]} critical", f"{count[WARNING]} warning", f"{count[OK]} healthy"]
+    return f"{len(reports)} run(s): " + ", ".join(parts)
 
 
 _ROW_REASON = 240  # characters of the status reason on a table row; the run's section has it whole
