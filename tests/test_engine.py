@@ -175,3 +175,23 @@ def test_fail_on_rejects_an_unknown_level():
     assert report.status == OK and not fails_on(report, "warning")
     with pytest.raises(ValueError, match="'warning', 'critical' or 'never'"):
         fails_on(report, "ok")
+
+
+def test_no_ranking_puts_a_failure_below_ok():
+    from trackerhealth.schema import LEVEL_RANK, STATUS_RANK
+
+    assert LEVEL_RANK[ERROR] > LEVEL_RANK["critical"] > LEVEL_RANK[OK]
+    assert STATUS_RANK[ERROR] > STATUS_RANK["critical"] and STATUS_RANK[UNKNOWN] == STATUS_RANK["warning"] > STATUS_RANK[OK]
+
+
+def test_analyze_json_prints_no_ok_run_when_every_diagnosis_raises(monkeypatch):
+    from click.testing import CliRunner
+
+    from trackerhealth.cli import main
+
+    monkeypatch.setattr(diagnoses, "REGISTRY", {k: _Raising(v) for k, v in diagnoses.REGISTRY.items()})
+    files = [str(MANIFEST[n]) for n in ("healthy_long_20k_wandb", "overfit_spirals_wandb")]
+    res = CliRunner().invoke(main, ["analyze", *files, "--format", "json"])
+    doc = json.loads(res.stdout)
+    assert [r["status"] for r in doc["runs"]] == [ERROR, ERROR]
+    assert all(r["status_reason"].startswith("diagnosis:") for r in doc["runs"])
