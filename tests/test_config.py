@@ -55,3 +55,23 @@ def test_role_override_is_used_by_the_analysis():
     cfg = from_dict({"roles": {"train_loss": "objective"}})
     assert analyze(h, cfg).finding("nonfinite").level == "critical"
     assert isinstance(cfg, Config)
+    assert analyze(h).status == "unknown" and analyze(h, cfg).status == "critical"
+
+
+def test_with_loss_key_is_a_copy_that_wins_over_the_file():
+    cfg = from_dict({"roles": {"train_loss": "objective", "val_loss": "holdout"}, "disable": ["overfitting"]})
+    mapped = cfg.with_loss_key("cost")
+    assert mapped.roles == {"train_loss": "cost", "val_loss": "holdout"} and mapped.disable == ("overfitting",)
+    assert cfg.roles["train_loss"] == "objective"  # the original is unchanged
+    assert Config().with_loss_key("train/total").roles == {"train_loss": "train/total"}
+    with pytest.raises(ConfigError, match="metric key"):
+        Config().with_loss_key("  ")
+
+
+@pytest.mark.parametrize("value, named", [(["a", "b"], "one metric key"), (3, "one metric key")])
+def test_a_scalar_role_takes_one_key(value, named):
+    with pytest.raises(ConfigError, match=named):
+        from_dict({"roles": {"train_loss": value}})
+    assert from_dict({"roles": {"layer_grad_norms": ["a", "b"]}}).roles == {"layer_grad_norms": ["a", "b"]}
+    with pytest.raises(ConfigError, match="a list of keys"):
+        from_dict({"roles": {"layer_grad_norms": [1, 2]}})

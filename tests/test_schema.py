@@ -50,7 +50,7 @@ def test_categorical_keys_match_object_keys():
 def test_report_json_has_no_nan_tokens():
     ev = Evidence("loss", float("nan"), float("inf"), 1, 2, "nonfinite_value")
     f = Finding("nonfinite", "critical", "t", "m", "fix", (ev,))
-    r = HealthReport(REF, 10.0, (), (f,))
+    r = HealthReport(REF, 10.0, (), (f,), loss_key="loss")
     text = json.dumps(r.to_dict(), allow_nan=False)
     assert '"NaN"' in text and '"Infinity"' in text
     assert r.status == "critical"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import diagnoses
-from .roles import ROLES, TIME_ROLES
+from .roles import GROUP_ROLES, ROLES, TIME_ROLES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,6 +50,12 @@ class Config:
     disable: tuple[str, ...] = ()
     source: str = "defaults"
 
+    def with_loss_key(self, key: str) -> Config:
+        """A copy that reads ``key`` as the training loss (``--loss-key``); it wins over the file."""
+        if not isinstance(key, str) or not key.strip():
+            raise ConfigError(f"the loss key must be a metric key such as 'train/loss', not {key!r}")
+        return dataclasses.replace(self, roles={**self.roles, "train_loss": key})
+
     def thresholds_for(self, diagnosis_id: str):
         found = self.thresholds.get(diagnosis_id)
         return found if found is not None else diagnoses.get(diagnosis_id).default_thresholds()
@@ -67,8 +73,11 @@ def from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
     for role, value in roles.items():
         if role not in ROLES:
             raise _unknown(f"role in {source} [roles]:", role, ROLES)
-        if not isinstance(value, (str, list)):
-            raise ConfigError(f"{source} [roles] {role} must be a metric key or a list of keys, not {value!r}")
+        if role in GROUP_ROLES:
+            if not isinstance(value, (str, list)) or not all(isinstance(v, str) for v in ([value] if isinstance(value, str) else value)):
+                raise ConfigError(f"{source} [roles] {role} must be a metric key or a list of keys, not {value!r}")
+        elif not isinstance(value, str):
+            raise ConfigError(f"{source} [roles] {role} must be one metric key (a string), not {value!r}")
     units = dict(data.get("units", {}))
     for role, unit in units.items():
         if role not in UNIT_VALUES:

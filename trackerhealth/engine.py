@@ -1,7 +1,10 @@
-"""Run every diagnosis and the scorecard on one history.
+"""Run role resolution, every diagnosis and the scorecard on one history.
 
-A diagnosis that raises becomes an ``error`` finding for that run only: one bug or one odd run
-never fails a scan.
+Each stage is isolated per run: a stage that raises is recorded on that run's report as a
+:class:`~trackerhealth.schema.StageFailure` (``roles``, ``diagnosis:<id>``, ``scorecard``), which
+makes its status ``error``; the stages after it still run and their findings are still reported.
+One bug or one odd run never fails a scan, and never reads as health. A run whose training loss was
+not recognised gets status ``unknown``, with the keys it logged and how to map one.
 """
 
 from __future__ import annotations
@@ -12,8 +15,20 @@ import numpy as np
 
 from . import diagnoses, scorecard
 from .config import Config
-from .roles import resolve
-from .schema import ERROR, Finding, HealthReport, RunHistory
+from .roles import RoleView, Roles, resolve
+from .schema import (
+    DIMENSIONS,
+    ERROR,
+    LOSS_KEY_HINT,
+    DimensionScore,
+    Finding,
+    HealthReport,
+    RunHistory,
+    StageFailure,
+)
+
+# How many of a run's keys an `unknown` reason lists: enough to spot the loss, short enough to read.
+SHOWN_KEYS = 10
 
 
 def analyze(history: RunHistory, config: Config | None = None) -> HealthReport:
@@ -22,7 +37,13 @@ def analyze(history: RunHistory, config: Config | None = None) -> HealthReport:
 
 
 def _analyze(history: RunHistory, config: Config) -> HealthReport:
-    view = resolve(history, config.roles, config.units)
+    failures: list[StageFailure] = []
+    try:
+        view = resolve(history, config.roles, config.units)
+    except Exception as exc:  # noqa: BLE001 - reported as data, by design
+        failures.append(StageFailure("roles", _describe(exc)))
+        view = RoleView(history, Roles())  # no roles: every diagnosis skips, with its reason
+
     findings: list[Finding] = []
     for diag_id, diag in diagnoses.REGISTRY.items():
         if diag_id in config.disable:
@@ -30,9 +51,45 @@ def _analyze(history: RunHistory, config: Config) -> HealthReport:
         try:
             finding = diag.run(view, config.thresholds_for(diag_id))
         except Exception as exc:  # noqa: BLE001 - reported as data, by design
-            last = traceback.extract_tb(exc.__traceback__)[-1]
-            finding = Finding(diag_id, ERROR, diag.title,
-                              f"diagnosis failed: {type(exc).__name__}: {exc} ({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
+            message = _describe(exc)
+            failures.append(StageFailure(f"diagnosis:{diag_id}", message))
+            finding = Finding(diag_id, ERROR, diag.title, f"diagnosis failed: {message}")
         findings.append(finding)
-    score, dims = scorecard.score_run(view, findings)
-    return HealthReport(history.ref, score, dims, tuple(findings), history.notes, history.n_points, history.last_step)
+
+    try:
+        score, dims = scorecard.score_run(view, findings)
+    except Exception as exc:  # noqa: BLE001 - reported as data, by design
+        message = _describe(exc)
+        failures.append(StageFailure("scorecard", message))
+        score, dims = None, tuple(DimensionScore(d, None, reason=f"the scorecard failed: {message}") for d in DIMENSIONS)
+
+    loss_key = view.key("train_loss") if view.series("train_loss") is not None else None
+    if failures:
+        reason = "; ".join(f.describe() for f in failures)
+    elif loss_key is None:
+        reason = _no_loss_reason(history, config)
+    else:
+        reason = ""
+    return HealthReport(history.ref, score, tuple(dims), tuple(findings), history.notes, history.n_points,
+                        history.last_step, loss_key, tuple(failures), reason)
+
+
+def _describe(exc: BaseException) -> str:
+    """The exception and where it was raised: enough to file a bug from a report."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        text += f" ({last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
+    return text
+
+
+def _no_loss_reason(history: RunHistory, config: Config) -> str:
+    keys = [k for k in history.keys() if len(history[k])]
+    mapped = config.roles.get("train_loss")
+    if not keys:
+        return f"no training loss recognised: the run logged no metric values; {LOSS_KEY_HINT}"
+    shown = ", ".join(keys[:SHOWN_KEYS]) + (f", … ({len(keys) - SHOWN_KEYS} more)" if len(keys) > SHOWN_KEYS else "")
+    if mapped is not None:
+        return f"the training loss is mapped to {mapped!r}, but the run logged no values under that key; keys seen: {shown}"
+    return f"no training loss recognised among the run's {len(keys)} metric key(s): {shown}; {LOSS_KEY_HINT}"

@@ -2,8 +2,14 @@
 
 A run is described by a :class:`RunRef`; its logged metrics by a columnar :class:`RunHistory`
 (per metric key: sorted step, value and wall-time arrays). Analysis results are frozen dataclasses
-(:class:`Evidence`, :class:`Finding`, :class:`DimensionScore`, :class:`HealthReport`) with
-``to_dict()``. Nothing here imports a tracker, a plotting library or the analysis code.
+(:class:`Evidence`, :class:`Finding`, :class:`DimensionScore`, :class:`StageFailure`,
+:class:`HealthReport`) with ``to_dict()`` and ``from_dict()``:
+``HealthReport.from_dict(report.to_dict(full=True)) == report``. Nothing here imports a tracker, a
+plotting library or the analysis code.
+
+A run's status (:attr:`HealthReport.status`) is ``ok`` only when its training loss was recognised
+and every stage of its analysis ran: ``error`` when a stage failed, ``unknown`` when no training
+loss was recognised, otherwise the worst finding's level. :func:`fails_on` is the ``--fail-on`` rule.
 """
 
 from __future__ import annotations
@@ -17,9 +23,16 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-# Finding levels, from healthiest to worst; `skipped` and `error` are not health levels.
-OK, WARNING, CRITICAL, SKIPPED, ERROR = "ok", "warning", "critical", "skipped", "error"
-LEVEL_RANK = {SKIPPED: -1, ERROR: -1, OK: 0, WARNING: 1, CRITICAL: 2}
+# Finding levels and run statuses. `skipped` is a finding level only (the diagnosis had nothing to
+# look at); `unknown` is a run status only (no training loss recognised); `error` is both.
+OK, WARNING, CRITICAL, SKIPPED, ERROR, UNKNOWN = "ok", "warning", "critical", "skipped", "error", "unknown"
+STATUSES = (OK, WARNING, CRITICAL, ERROR, UNKNOWN)
+# Healthiest first. A failed analysis ranks above every health level, never below `ok`, so nothing
+# that takes the worst of these can read a failure as health.
+LEVEL_RANK = {SKIPPED: -1, OK: 0, WARNING: 1, CRITICAL: 2, ERROR: 3}
+# Run statuses by how bad they are: `unknown` is as bad as a warning (the run may be fine, but
+# nothing says so), `error` is worse than any finding (the analysis itself did not finish).
+STATUS_RANK = {OK: 0, WARNING: 1, UNKNOWN: 1, CRITICAL: 2, ERROR: 3}
 
 DIMENSIONS = (
     "convergence_speed",
@@ -32,20 +45,61 @@ DIMENSIONS = (
 
 @dataclass(frozen=True)
 class RunRef:
-    """Identifies one run in one tracker (or one local file)."""
+    """Identifies one run in one tracker (or one local file).
+
+    A run is identified by tracker, project, id, name, url and source. ``state``, ``updated_at``,
+    ``config`` and ``tags`` are what the listing saw at that moment: they take no part in equality
+    and are not written into the report (a scan's own tag write changes them, and a report that
+    changed with them would be re-uploaded on every scan). An empty ``name`` reads as the id.
+    """
 
     tracker: str
     project: str
     id: str
     name: str = ""
-    state: str | None = None
-    updated_at: float | None = None  # unix seconds
+    state: str | None = field(default=None, compare=False)
+    updated_at: float | None = field(default=None, compare=False)  # unix seconds
     url: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    tags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = field(default=(), compare=False)
+    source: str | None = None  # the file or folder a local run was read from
+
+    def __post_init__(self):
+        if not self.name:
+            object.__setattr__(self, "name", self.id)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tracker": self.tracker, "project": self.project, "id": self.id, "name": self.name or self.id}
+        out: dict[str, Any] = {"tracker": self.tracker, "project": self.project, "id": self.id, "name": self.name}
+        if self.url is not None:
+            out["url"] = self.url
+        if self.source is not None:
+            out["source"] = self.source
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunRef:
+        """The inverse of :meth:`to_dict`; keys it does not know are ignored."""
+        data = _mapping(data, "run")
+        return cls(
+            _required(data, "tracker", "run"),
+            _required(data, "project", "run"),
+            _required(data, "id", "run"),
+            str(data.get("name") or ""),
+            url=data.get("url"),
+            source=data.get("source"),
+        )
+
+
+def _mapping(data: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{what}: expected a JSON object, got {type(data).__name__}; pass the JSON that to_dict() wrote")
+    return data
+
+
+def _required(data: Mapping[str, Any], key: str, what: str) -> str:
+    if key not in data:
+        raise ValueError(f"{what}: the key {key!r} is missing; pass the JSON that to_dict() wrote")
+    return str(data[key])
 
 
 class Series(NamedTuple):
@@ -345,6 +399,35 @@ def _clean_number(x: float | None) -> float | None | str:
     return x
 
 
+_SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _read_number(x: Any, what: str) -> float | None:
+    """The inverse of :func:`_clean_number`."""
+    if x is None:
+        return None
+    if isinstance(x, str):
+        if x not in _SPECIAL:
+            raise ValueError(f"{what}: {x!r} is not a number; numbers are JSON numbers, 'NaN', 'Infinity' or '-Infinity'")
+        return _SPECIAL[x]
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ValueError(f"{what}: {x!r} is not a number")
+    return float(x)
+
+
+def _canonical_number(x: float | None) -> float | None:
+    """A plain float, every NaN the one ``math.nan`` object.
+
+    Dataclass equality compares field tuples, and tuple comparison tries identity before ``==``:
+    with one NaN object, a report holding a NaN observation equals itself after a JSON round trip
+    (NaN != NaN otherwise).
+    """
+    if x is None:
+        return None
+    x = float(x)
+    return math.nan if math.isnan(x) else x
+
+
 @dataclass(frozen=True)
 class Evidence:
     """One measured fact behind a finding: which metric, over which steps, observed vs threshold."""
@@ -357,6 +440,10 @@ class Evidence:
     code: str = ""  # stable reason code, e.g. "grad_norm_spike"
     detail: str = ""
 
+    def __post_init__(self):
+        for name in ("observed", "threshold", "step_start", "step_end"):
+            object.__setattr__(self, name, _canonical_number(getattr(self, name)))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "code": self.code,
@@ -367,6 +454,12 @@ class Evidence:
             "threshold": _clean_number(self.threshold),
             "detail": self.detail,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
+        data = _mapping(data, "evidence")
+        num = {k: _read_number(data.get(k), f"evidence {k}") for k in ("observed", "threshold", "step_start", "step_end")}
+        return cls(str(data.get("metric", "")), code=str(data.get("code", "")), detail=str(data.get("detail", "")), **num)
 
 
 @dataclass(frozen=True)
@@ -394,6 +487,21 @@ class Finding:
             "evidence": [e.to_dict() for e in self.evidence],
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        data = _mapping(data, "finding")
+        level = _required(data, "level", "finding")
+        if level not in LEVEL_RANK:
+            raise ValueError(f"finding: unknown level {level!r}; valid: {', '.join(LEVEL_RANK)}")
+        return cls(
+            _required(data, "id", "finding"),
+            level,
+            str(data.get("title", "")),
+            str(data.get("message", "")),
+            str(data.get("recommendation", "")),
+            tuple(Evidence.from_dict(e) for e in data.get("evidence", ())),
+        )
+
 
 @dataclass(frozen=True)
 class DimensionScore:
@@ -405,16 +513,54 @@ class DimensionScore:
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The dimension without its name (the report keys dimensions by name)."""
         return {
             "score": self.score,
             "basis": {k: _clean_number(v) for k, v in self.basis.items()},
             "reason": self.reason,
         }
 
+    @classmethod
+    def from_dict(cls, name: str, data: Mapping[str, Any]) -> DimensionScore:
+        data = _mapping(data, f"dimension {name}")
+        basis = {str(k): _read_number(v, f"dimension {name} basis {k}") for k, v in dict(data.get("basis") or {}).items()}
+        return cls(name, _read_number(data.get("score"), f"dimension {name} score"), basis, str(data.get("reason", "")))
+
+
+@dataclass(frozen=True)
+class StageFailure:
+    """A stage of one run's analysis that raised; the run's status is then ``error``.
+
+    ``stage`` is ``roles``, ``diagnosis:<id>`` or ``scorecard``; ``message`` names the exception.
+    """
+
+    stage: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StageFailure:
+        data = _mapping(data, "failure")
+        return cls(_required(data, "stage", "failure"), str(data.get("message", "")))
+
+    def describe(self) -> str:
+        return f"{self.stage} failed: {self.message}"
+
+
+LOSS_KEY_HINT = 'name the training loss with --loss-key KEY or [roles] train_loss = "KEY" in trackerhealth.toml'
+
 
 @dataclass(frozen=True)
 class HealthReport:
-    """Everything trackerhealth concluded about one run."""
+    """Everything trackerhealth concluded about one run.
+
+    ``loss_key`` is the metric read as the training loss (None: none was recognised, and the run's
+    status is ``unknown``); ``failures`` lists the stages that raised (status ``error``);
+    (an ``error`` finding adds its own entry); ``status_reason`` says in words why the status is
+    ``error`` or ``unknown`` (empty otherwise; left empty, it is derived).
+    """
 
     run: RunRef
     score: float | None
@@ -423,6 +569,28 @@ class HealthReport:
     notes: tuple[str, ...] = ()
     n_points: int = 0
     last_step: float | None = None
+    loss_key: str | None = None
+    failures: tuple[StageFailure, ...] = ()
+    status_reason: str = ""
+
+    def __post_init__(self):
+        # An error finding is a failed stage, also when the report was built by hand: `failures`
+        # then names every failure, and the short JSON (which drops error findings) keeps them.
+        listed = {f.stage for f in self.failures}
+        missing = tuple(StageFailure(f"diagnosis:{f.id}", f.message.removeprefix("diagnosis failed: "))
+                        for f in self.findings if f.level == ERROR and f"diagnosis:{f.id}" not in listed)
+        if missing:
+            object.__setattr__(self, "failures", self.failures + missing)
+        if not self.status_reason:
+            object.__setattr__(self, "status_reason", self._derived_reason())
+
+    def _derived_reason(self) -> str:
+        status = self.status
+        if status == ERROR:
+            return "; ".join(f.describe() for f in self.failures)
+        if status == UNKNOWN:
+            return f"no training loss recognised; {LOSS_KEY_HINT}"
+        return ""
 
     @property
     def problems(self) -> tuple[Finding, ...]:
@@ -432,7 +600,15 @@ class HealthReport:
 
     @property
     def status(self) -> str:
-        """`ok`, `warning` or `critical`: the worst finding's level."""
+        """``error`` when a stage of the analysis failed; else ``unknown`` when no training loss
+        was recognised; else the worst finding's level: ``ok``, ``warning`` or ``critical``.
+
+        ``ok`` therefore always means: the loss was read and every diagnosis ran.
+        """
+        if self.failures:
+            return ERROR
+        if self.loss_key is None:
+            return UNKNOWN
         worst = max((LEVEL_RANK[f.level] for f in self.findings), default=0)
         return {0: OK, 1: WARNING, 2: CRITICAL}[max(worst, 0)]
 
@@ -444,16 +620,71 @@ class HealthReport:
         return next((f for f in self.findings if f.id == diagnosis_id), None)
 
     def to_dict(self, full: bool = False) -> dict[str, Any]:
-        """The contract's JSON object for one run; ``full`` adds ok/skipped/error findings."""
+        """The contract's JSON object for one run; ``full`` adds ok/skipped/error findings.
+
+        ``HealthReport.from_dict(report.to_dict(full=True)) == report``. Without ``full`` the
+        round trip keeps the status (``failures`` still names every failed stage) but drops the
+        findings that are not problems.
+        """
         shown = self.findings if full else self.problems
         return {
             "run": self.run.to_dict(),
             "status": self.status,
+            "status_reason": self.status_reason,
             "score": self.score,
             "scores": self.scores,
             "score_basis": {d.name: d.to_dict() for d in self.dimensions},
             "findings": [f.to_dict() for f in shown],
+            "failures": [f.to_dict() for f in self.failures],
+            "loss_key": self.loss_key,
             "notes": list(self.notes),
             "points": self.n_points,
             "last_step": self.last_step,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HealthReport:
+        """A report from its :meth:`to_dict` JSON (e.g. one entry of ``analyze --format json``'s
+        ``runs``). ``status`` is not read: it follows from the rest. Unknown keys are ignored and
+        optional ones may be missing; a report without ``loss_key`` reads as ``unknown``."""
+        data = _mapping(data, "report")
+        basis = _mapping(data.get("score_basis") or {}, "score_basis")
+        scores = _mapping(data.get("scores") or {}, "scores")
+        if basis:
+            dims = tuple(DimensionScore.from_dict(name, d) for name, d in basis.items())
+        else:  # only the plain scores were kept
+            dims = tuple(DimensionScore(name, _read_number(v, f"score {name}")) for name, v in scores.items())
+        loss_key = data.get("loss_key")
+        return cls(
+            RunRef.from_dict(data.get("run")),
+            _read_number(data.get("score"), "score"),
+            dims,
+            tuple(Finding.from_dict(f) for f in data.get("findings", ())),
+            tuple(str(n) for n in data.get("notes", ())),
+            int(data.get("points") or 0),
+            _read_number(data.get("last_step"), "last_step"),
+            None if loss_key is None else str(loss_key),
+            tuple(StageFailure.from_dict(f) for f in data.get("failures", ())),
+            str(data.get("status_reason") or ""),
+        )
+
+
+def fails_on(report: HealthReport, fail_on: str) -> bool:
+    """Whether ``report`` reaches ``--fail-on fail_on`` (``warning``, ``critical`` or ``never``).
+
+    The rule the CLI applies (its exit codes live with the CLI):
+
+    * a warning or critical finding counts at its level;
+    * status ``unknown`` counts as a warning: nothing says the run is healthy;
+    * status ``error`` always fails (even under ``never``) — the CLI exits 2 for it, before it looks
+      at ``--fail-on`` (exit 1), since the analysis did not finish;
+    * ``never`` otherwise passes everything.
+    """
+    if report.status == ERROR:
+        return True
+    if fail_on == "never":
+        return False
+    if fail_on not in (WARNING, CRITICAL):
+        raise ValueError(f"fail_on must be 'warning', 'critical' or 'never', not {fail_on!r}")
+    bar = STATUS_RANK[fail_on]
+    return STATUS_RANK[report.status] >= bar or any(LEVEL_RANK[f.level] >= bar for f in report.problems)

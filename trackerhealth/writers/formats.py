@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ..schema import DIMENSIONS, Evidence, HealthReport
+from ..schema import CRITICAL, DIMENSIONS, ERROR, OK, UNKNOWN, WARNING, Evidence, HealthReport
 
 FORMATS = ("table", "markdown", "json")
 _SHORT = {
@@ -33,6 +34,27 @@ def evidence_line(e: Evidence) -> str:
     return f"{e.metric}{steps}: {obs}{vs}{detail}"
 
 
+def by_score(reports: Sequence[HealthReport]) -> list[HealthReport]:
+    """Worst score first; runs without a score last (in their given order)."""
+    return sorted(reports, key=lambda r: (r.score is None, r.score if r.score is not None else 0))
+
+
+def status_counts(reports: Sequence[HealthReport]) -> str:
+    """``3 run(s): 1 error, 0 critical, 1 warning, 1 healthy`` — only `ok` counts as healthy;
+    error and unknown are named when there are any."""
+    count = Counter(r.status for r in reports)
+    parts = [f"{count[s]} {s}" for s in (ERROR, UNKNOWN) if count[s]]
+    parts += [f"{count[CRITICAL]} critical", f"{count[WARNING]} warning", f"{count[OK]} healthy"]
+    return f"{len(reports)} run(s): " + ", ".join(parts)
+
+
+_ROW_REASON = 240  # characters of the status reason on a table row; the run's section has it whole
+
+
+def _short(text: str, limit: int = _ROW_REASON) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def to_json(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (), full: bool = False, summary: dict | None = None) -> str:
     doc: dict[str, Any] = {"runs": [r.to_dict(full=full) for r in reports], "errors": list(errors)}
     if summary is not None:
@@ -47,17 +69,22 @@ def to_table(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] =
     head = f"{'run':<{width}}  {'score':>5}  " + "  ".join(f"{_SHORT[d]:>4}" for d in DIMENSIONS) + "  status    findings"
     lines.append(head)
     lines.append("-" * len(head))
+    reports = by_score(reports)
     for r in reports:
         name = (r.run.name or r.run.id)[:width]
-        dims = "  ".join(f"{_num(r.scores[d]):>4}" for d in DIMENSIONS)
+        dims = "  ".join(f"{_num(r.scores.get(d)):>4}" for d in DIMENSIONS)
         ids = ", ".join(f.id for f in r.problems) or "-"
-        lines.append(f"{name:<{width}}  {_num(r.score):>5}  {dims}  {r.status:<8}  {ids}")
+        reason = f"  ({_short(r.status_reason)})" if r.status in (ERROR, UNKNOWN) and r.status_reason else ""
+        lines.append(f"{name:<{width}}  {_num(r.score):>5}  {dims}  {r.status:<8}  {ids}{reason}")
     if verbose:
         for r in reports:
-            if not r.problems and not r.notes:
+            failed = r.status in (ERROR, UNKNOWN)
+            if not r.problems and not r.notes and not failed:
                 continue
             lines.append("")
             lines.append(f"== {r.run.name or r.run.id}  ({r.run.tracker}: {r.run.project}/{r.run.id})")
+            if failed:
+                lines.append(f"  [{r.status.upper()}] {r.status_reason}")
             for f in r.problems:
                 lines.append(f"  [{f.level.upper()}] {f.id}: {f.message}")
                 for e in f.evidence:
@@ -100,30 +127,34 @@ def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]
     its dashboard (a relative path or URL) and adds a dashboard column."""
     links = dashboard_links or {}
     out = ["## Training health", ""]
-    crit = sum(r.status == "critical" for r in reports)
-    warn = sum(r.status == "warning" for r in reports)
-    out.append(f"{len(reports)} run(s): {crit} critical, {warn} warning, {len(reports) - crit - warn} healthy.")
+    out.append(status_counts(reports) + ".")
     out.append("")
     dash_col = " dashboard |" if links else ""
     out.append("| run | score | " + " | ".join(DIMENSIONS) + " | status | findings |" + dash_col)
     out.append("|---|---:|" + "---:|" * len(DIMENSIONS) + "---|---|" + ("---|" if links else ""))
-    for r in sorted(reports, key=lambda r: (r.score is None, r.score if r.score is not None else 0)):
+    for r in by_score(reports):
         name = _md_escape(r.run.name or r.run.id)
         url = _md_url(r.run.url)
         if url:
             name = f"[{name}]({url})"
-        dims = " | ".join(_num(r.scores[d]) for d in DIMENSIONS)
+        dims = " | ".join(_num(r.scores.get(d)) for d in DIMENSIONS)
         ids = ", ".join(f"`{f.id}`" for f in r.problems) or "—"
+        status = r.status
+        if r.status in (ERROR, UNKNOWN) and r.status_reason:
+            status = f"**{r.status}**: {_md_escape(_short(r.status_reason))}"
         dash = ""
         if links:
             target = _md_url(links.get(r.run.id), allow_relative=True)
             dash = f" [dashboard]({target}) |" if target else " — |"
-        out.append(f"| {name} | {_num(r.score)} | {dims} | {r.status} | {ids} |{dash}")
+        out.append(f"| {name} | {_num(r.score)} | {dims} | {status} | {ids} |{dash}")
     for r in reports:
-        if not r.problems:
+        failed = r.status in (ERROR, UNKNOWN)
+        if not r.problems and not failed:
             continue
         out.append("")
         out.append(f"### {_md_escape(r.run.name or r.run.id)}")
+        if failed:
+            out.append(f"- **{r.status}** — {_md_escape(r.status_reason)}")
         for f in r.problems:
             out.append(f"- **{f.level}** `{f.id}` — {_md_escape(f.message)}")
             for e in f.evidence:

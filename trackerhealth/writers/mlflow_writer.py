@@ -2,7 +2,7 @@
 
 What a scan writes (the contract in DESIGN.md):
 
-* tags ``trackerhealth.status`` (ok/warning/critical), ``trackerhealth.findings`` (comma-separated
+* tags ``trackerhealth.status`` (ok/warning/critical/error/unknown), ``trackerhealth.findings`` (comma-separated
   ids, empty when healthy), ``trackerhealth.score``, ``trackerhealth.scanned_at`` (UTC, ISO 8601);
 * ``trackerhealth.alerted`` — critical finding ids already alerted (only with an alert webhook);
 * ``trackerhealth.digest`` — a hash of what the artifacts hold, so an unchanged run is not

@@ -2,8 +2,9 @@
 
 What a scan writes (the contract in DESIGN.md):
 
-* tags ``health:ok``, or ``health:<id>`` per warning/critical finding — only tags starting with
-  ``health:`` are replaced, every other tag stays;
+* tags ``health:ok``, or ``health:<id>`` per warning/critical finding, with ``health:error`` /
+  ``health:unknown`` first when the analysis failed or found no training loss (such a run is never
+  ``health:ok``) — only tags starting with ``health:`` are replaced, every other tag stays;
 * summary keys ``trackerhealth/score`` and ``trackerhealth/<dimension>`` (the five scorecard
   dimensions; a dimension that could not be scored is left out), ``trackerhealth/status``,
   ``trackerhealth/findings``, plus two bookkeeping keys: ``trackerhealth/alerted`` (critical ids
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..adapters.base import RunSkipped
-from ..schema import CRITICAL, HealthReport, RunHistory
+from ..schema import CRITICAL, ERROR, UNKNOWN, HealthReport, RunHistory
 from . import alerts as alerting
 from ._common import Dashboard, report_json
 from .formats import evidence_line
@@ -71,6 +72,8 @@ mutation UpsertBucket($id: String!, $tags: [String!]) {
 
 def health_tags(report: HealthReport) -> list[str]:
     ids = list(dict.fromkeys(f.id for f in report.problems))
+    if report.status in (ERROR, UNKNOWN):  # a failed or unread analysis is never tagged healthy
+        ids.insert(0, report.status)
     return [TAG_PREFIX + i for i in ids] if ids else [TAG_PREFIX + "ok"]
 
 
