@@ -100,12 +100,25 @@ RUN_JS = r"""
       if (r) setX(r, el);
     };
   }
+  // Plotly labels the 2s and 5s between decades on a log axis as bare digits ("2, 1, 5, 2, 0.1"):
+  // over two or more decades only the powers of ten get a label; a narrower span labels every
+  // tick in full ("0.2, 0.5, 1"), so the axis is never left with a single number.
+  function logLabels(el) {
+    var upd = {}, fl = el._fullLayout;
+    Object.keys(fl).forEach(function (name) {
+      var ax = fl[name];
+      if (!/^yaxis\d*$/.test(name) || !ax || ax.type !== 'log' || !ax.visible || !ax.range) return;
+      var want = Math.abs(ax.range[1] - ax.range[0]) >= 2 ? 'none' : 'complete';
+      if (ax.minorloglabels !== want) upd[name + '.minorloglabels'] = want;
+    });
+    return Object.keys(upd).length ? window.Plotly.relayout(el, upd) : Promise.resolve();
+  }
   function wire() {
     document.querySelectorAll('[data-scale-for]').forEach(function (btn) {
       btn.addEventListener('click', function () {
         var el = document.getElementById('plot-' + btn.getAttribute('data-scale-for'));
         var upd = {}; upd[btn.getAttribute('data-axis') + '.type'] = btn.getAttribute('data-scale');
-        window.Plotly.relayout(el, upd);
+        window.Plotly.relayout(el, upd).then(function () { return logLabels(el); });
         btn.parentNode.querySelectorAll('button').forEach(function (b) { b.setAttribute('aria-pressed', String(b === btn)); });
       });
     });
@@ -120,7 +133,13 @@ RUN_JS = r"""
     document.querySelectorAll('[data-reset-zoom]').forEach(function (btn) {
       btn.addEventListener('click', function () { setX(null, null); });
     });
-    plots.forEach(function (el) { el.on('plotly_relayout', onRelayout(el)); });
+    plots.forEach(function (el) {
+      el.on('plotly_relayout', onRelayout(el));
+      el.on('plotly_relayout', function (ev) {
+        // A zoom changes how many decades are shown; the label change itself ends the chain.
+        if (ev && !Object.keys(ev).every(function (k) { return /minorloglabels$/.test(k); })) logLabels(el);
+      });
+    });
   }
   thLoadPlotly().then(function (Plotly) {
     if (window.performance && performance.mark) performance.mark('th-plotly-loaded');
@@ -131,6 +150,8 @@ RUN_JS = r"""
       plots.push(el);
       return Plotly.newPlot(el, p.figure.data, p.figure.layout, config);
     }));
+  }).then(function () {
+    return Promise.all(plots.map(logLabels));
   }).then(function () {
     wire();
     if (window.performance && performance.mark) performance.mark('th-ready');

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...schema import CRITICAL, ERROR, OK, WARNING, HealthReport
+from ...schema import CRITICAL, ERROR, OK, SKIPPED, WARNING, HealthReport
 
 KNOWN = {OK: "healthy", WARNING: "warning", CRITICAL: "critical"}
 # The contract's order for sorting: worst first. A status this table lacks sorts with ``error``.
@@ -53,9 +53,17 @@ def status_reason(report: HealthReport) -> str:
 def view(report: HealthReport) -> StatusView:
     status = str(report.status)
     failed = any(f.level == ERROR for f in report.findings)
+    # Guards for an ``ok`` that the findings do not support (never green, issue 16 "no silent
+    # health"): a check that crashed is not a check that passed, and no check at all is no verdict.
     if status == OK and failed:
-        # A check that crashed is not a check that passed: never green (issue 16, "no silent health").
         status = "error"
+    elif status == OK and not any(f.level == OK for f in report.findings):
+        status = "unknown"
+        skipped = [f for f in report.findings if f.level == SKIPPED]
+        reason = status_reason(report) or (
+            f"no check could run ({len(skipped)} skipped, e.g. {skipped[0].id}: {skipped[0].message})"
+            if skipped else "no check ran on this run")
+        return StatusView(status, status, "other", reason)
     if status in KNOWN:
         return StatusView(status, KNOWN[status], status, "")
     reason = status_reason(report) or MEANING.get(status, f"status {status!r}: not one of ok, warning, critical")
