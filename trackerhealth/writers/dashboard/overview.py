@@ -97,9 +97,11 @@ def render(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] |
             f"<li><code>{esc(e.get('source', '?'))}</code>: {esc(e.get('message', ''))}</li>" for e in errors)
             + "</ul></section>")
     body = (
-        f"<main><header><h1>{esc(title)}</h1><div class=\"meta\">{len(reports)} run(s): "
+        f"<main><header><h1>{esc(title)}</h1><div class=\"meta\"><span>{len(reports)} run(s): "
         f"<span id=\"tally\">{esc(tally)}</span>. "
-        "Scores are 0–100, higher is healthier; — means the run did not log what the dimension needs.</div></header>"
+        "Scores are 0–100, higher is healthier; — means the run did not log what the dimension needs. "
+        "The status comes from the findings; a run is healthy only when every check ran and none found a "
+        "problem.</span></div></header>"
         '<section class="card"><div class="controls">'
         '<label>Filter <input id="filter" type="search" placeholder="run name, id, project or finding id" '
         'aria-label="filter runs"></label>'

@@ -192,7 +192,8 @@ def findings_section(report: HealthReport, panels: list[Panel]) -> str:
         # Not "No problems found": a run whose analysis failed, or whose loss was not recognised,
         # has not been shown to be healthy.
         head = "<h2>Findings</h2>"
-        body = box + f'<p class="muted" id="no-findings">No warning or critical finding, but this run is not healthy: {esc(shown.reason)}</p>'
+        body = box + ('<p class="muted" id="no-findings">No warning or critical finding, but that does not make this '
+                      'run healthy: see the reason above.</p>')
     rest = ""
     if others:
         lines = "".join(f'<li><span class="badge {esc(f.level)}">{esc(f.level)}</span> <code>{esc(f.id)}</code> '
