@@ -110,6 +110,12 @@ def test_heatmap_outlines_exactly_the_layers_the_evidence_names(tmp_path, watche
     text = page.evaluate("() => Array.from(document.querySelectorAll('#plot-grad .annotation-text')).map(e => e.textContent)")
     assert "vanishing-gradients" in text
     page.locator("#panel-grad").screenshot(path=str(artifacts / "heatmap-vanishing.png"))
+    # a critical run with low dimension scores: each low score shows the numbers behind it on its tile
+    low = [d for d in report.dimensions if d.score is not None and d.score < 75]
+    assert low
+    for d in low:
+        basis = page.inner_text(f".dim[data-dimension='{d.name}'] .basis")
+        assert all(k in basis for k in d.basis), (d.name, basis)
     assert watched.page_errors == [] and watched.console_errors == []
 
 
