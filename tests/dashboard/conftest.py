@@ -104,3 +104,17 @@ def unhealthy_run():
     history = train("lr-typo-spirals-mlp", lr_spike_at=500, tracker="mlflow", project="0",
                     url="http://127.0.0.1:5000/#/experiments/0/runs/lr-typo-spirals-mlp-0")
     return history, analyze(history)
+
+
+@pytest.fixture(scope="session")
+def vanishing_run():
+    """The demo's real 14-layer sigmoid MLP (Xavier init), trained here: its first layers' gradients
+    vanish, so vanishing-gradients is critical with evidence naming the early layers."""
+    from trackerhealth.demo._trainings import vanishing
+    from trackerhealth.schema import RunHistory, RunRef
+
+    training = vanishing(quick=True)
+    steps, keys, values, ms = zip(*training.rows)
+    ref = RunRef("file", "dashboard-tests", training.name, name=training.name)
+    history = RunHistory.from_long(ref, steps, keys, values, [t / 1000 for t in ms])
+    return history, analyze(history)

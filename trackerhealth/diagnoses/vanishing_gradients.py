@@ -75,9 +75,14 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return Evidence(key, observed, threshold, steps[0], steps[1], code, detail)
 
     if early_level < thresholds.tiny and late_level >= thresholds.min_late:
+        # One item per early layer, so every layer the message counts is named (the dashboard
+        # outlines exactly these rows of its heatmap).
         evidence = [
-            ev("early_layers_tiny", early_level, thresholds.tiny,
-               f"median gradient norm of the first {k} of {len(layers)} layers"),
+            ev("early_layers_tiny", float(med[i]), thresholds.tiny,
+               f"median gradient norm of {layers[i][0]}, one of the first {k} of {len(layers)} layers "
+               f"(their median {c.fmt(early_level)})", layers[i][1])
+            for i in range(k)
+        ] + [
             ev("late_layers_normal", late_level, thresholds.min_late,
                f"median gradient norm of the last {k} layers", last_key),
         ]

@@ -3,9 +3,12 @@
 A run's page has the score card (overall plus the five dimensions), the findings with their fixes,
 and four Plotly panels — loss (log toggle), per-layer gradient-norm heatmap, learning rate and
 momentum, GPU utilization and step time — with every finding drawn as a shaded step range. A panel
-whose data the run did not log says what to log. plotly.js is embedded once per file (compressed),
-so the page makes no request: it works offline, from ``file://``, as an MLflow artifact and as a
-W&B run file. Long runs are reduced by :mod:`.downsample`, which keeps every spike and NaN/Inf.
+whose data the run did not log says what to log. A page on its own embeds plotly.js (compressed),
+so it makes no request: it works offline, from ``file://``, as an MLflow artifact and as a W&B run
+file. A report folder (:func:`write_report_dir`) holds one shared ``plotly.min.js`` that every page
+loads by a relative path, and each page links back to the folder's overview; a page written alone
+has no back link (there is no overview to go back to). Long runs are reduced by
+:mod:`.downsample`, which keeps every spike and NaN/Inf.
 
     from trackerhealth.writers.dashboard import RunDashboard
     RunDashboard(history, report)            # renders inline in Jupyter
@@ -24,6 +27,7 @@ from typing import Any
 
 from ...schema import HealthReport, RunHistory, RunRef
 from ._encode import esc, slug
+from . import _plotlyjs
 from ._plotlyjs import INSTALL_HINT, DashboardDependencyError, require_plotly
 
 __all__ = [
@@ -36,21 +40,31 @@ __all__ = [
     "render_run_html",
     "require_plotly",
     "write_report_dir",
+    "write_report_page",
     "write_run_dashboard",
 ]
 
+# Where a report folder keeps its parts: pages under runs/, the overview and the shared bundle at
+# its root, so a page reaches both with "../".
+RUNS_DIR = "runs"
+OVERVIEW_FROM_PAGE = "../index.html"
 
-def render_run_html(history: RunHistory, report: HealthReport, config=None) -> str:
-    """One run's dashboard as a self-contained HTML document.
+
+def render_run_html(history: RunHistory, report: HealthReport, config=None, *, plotlyjs_src: str | None = None,
+                    overview_href: str | None = None) -> str:
+    """One run's dashboard as an HTML document; self-contained (plotly.js embedded) by default.
 
     ``config`` (a :class:`trackerhealth.Config`) is only needed when it maps roles or units, so the
-    panels show the same keys the diagnoses used. Raises :class:`DashboardDependencyError` naming
-    the install command when Plotly is missing.
+    panels show the same keys the diagnoses used. ``plotlyjs_src`` (a relative URL such as
+    ``../plotly.min.js``) loads a folder's shared copy instead of embedding it: use it only when
+    that file is written beside the page (:func:`write_report_page` does both). ``overview_href``
+    adds a link back to the overview page. Raises :class:`DashboardDependencyError` naming the
+    install command when Plotly is missing.
     """
     require_plotly()
     from .page import render
 
-    return render(history, report, config)
+    return render(history, report, config, plotlyjs_src=plotlyjs_src, overview_href=overview_href)
 
 
 def render_overview_html(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] | None = None,
@@ -86,10 +100,25 @@ def _write_text(path: Path, text: str) -> bool:
 
 
 def write_run_dashboard(path: str | os.PathLike, history: RunHistory, report: HealthReport, config=None) -> Path:
-    """Render and write one run's dashboard to ``path``; returns the path."""
+    """Render and write one run's self-contained dashboard to ``path`` (plotly.js embedded, no back
+    link: a page meant to travel alone); returns the path."""
     path = Path(path)
     _write_text(path, render_run_html(history, report, config))
     return path
+
+
+def write_report_page(directory: str | os.PathLike, history: RunHistory, report: HealthReport, config=None) -> str:
+    """Write one run's page into a report folder: ``directory/runs/<name>.html``, loading the
+    folder's shared ``plotly.min.js`` (written here when missing or stale) and linking back to
+    ``directory/index.html``, which the caller writes once every page is done. Returns the page's
+    path relative to ``directory``, for the overview's links."""
+    directory = Path(directory)
+    _plotlyjs.write_shared(directory)
+    rel = f"{RUNS_DIR}/{dashboard_filename(report.run)}"
+    html = render_run_html(history, report, config, plotlyjs_src=f"../{_plotlyjs.SHARED_NAME}",
+                           overview_href=OVERVIEW_FROM_PAGE)
+    _write_text(directory / rel, html)
+    return rel
 
 
 def dashboard_filename(ref: RunRef) -> str:
@@ -100,15 +129,15 @@ def dashboard_filename(ref: RunRef) -> str:
 
 def write_report_dir(directory: str | os.PathLike, runs: Iterable[tuple[RunHistory, HealthReport]], config=None,
                      title: str = "Training health", errors: Sequence[Mapping[str, Any]] = ()) -> dict[str, Path]:
-    """Write every run's dashboard under ``directory/runs/``, the overview as ``index.html`` and its
-    Markdown twin as ``summary.md``. Returns ``{"index", "summary", <run id>: dashboard path, …}``."""
+    """Write every run's dashboard under ``directory/runs/``, one shared ``plotly.min.js``, the
+    overview as ``index.html`` and its Markdown twin as ``summary.md``. Returns ``{"index",
+    "summary", <run id>: dashboard path, …}``."""
     directory = Path(directory)
     links: dict[str, str] = {}
     written: dict[str, Path] = {}
     reports = []
     for history, report in runs:
-        rel = f"runs/{dashboard_filename(report.run)}"
-        write_run_dashboard(directory / rel, history, report, config)
+        rel = write_report_page(directory, history, report, config)
         links[report.run.id] = rel
         written[report.run.id] = directory / rel
         reports.append(report)

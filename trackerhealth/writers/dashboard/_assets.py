@@ -9,6 +9,8 @@ text from a run is inserted already escaped by the server side, or with ``textCo
 # slipped through escaping.
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
        "img-src data: blob:; font-src data:; base-uri 'none'; form-action 'none'")
+# A page of a report folder loads the folder's one shared plotly.min.js: a script of its own origin.
+CSP_SHARED_SCRIPT = CSP.replace("script-src 'unsafe-inline'", "script-src 'self' 'unsafe-inline'")
 
 CSS = r"""
 :root { --ok:#009E73; --warning:#B07800; --critical:#D55E00; --ink:#1f2328; --muted:#59636e;
@@ -29,7 +31,11 @@ code { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-si
 .overall .num { font-size:38px; font-weight:700; line-height:1; }
 .overall .lbl { font-size:12px; opacity:.95; text-transform:uppercase; letter-spacing:.04em; }
 .status-ok { background:var(--ok); } .status-warning { background:var(--warning); } .status-critical { background:var(--critical); }
-.status-none { background:#6e7781; }
+.status-none, .status-other { background:#6e7781; }
+.status-box { border-left:4px solid #6e7781; background:#f3f4f6; padding:8px 12px; border-radius:0 6px 6px 0; margin:8px 0; }
+.status-box strong { text-transform:uppercase; letter-spacing:.03em; }
+.back { display:inline-block; margin-bottom:8px; font-size:13px; }
+.dim .basis { font-size:11.5px; color:var(--muted); overflow-wrap:anywhere; margin-top:3px; }
 .dim { border:1px solid var(--line); border-radius:8px; padding:8px 10px; }
 .dim .name { font-size:12px; color:var(--muted); }
 .dim .num { font-size:22px; font-weight:650; }
@@ -39,7 +45,7 @@ code { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-si
 .good { background:var(--ok); } .fair { background:#E69F00; } .poor { background:var(--critical); }
 .badge { display:inline-block; font-size:11px; font-weight:700; padding:1px 7px; border-radius:10px; color:#fff; letter-spacing:.03em; }
 .badge.critical { background:var(--critical); } .badge.warning { background:var(--warning); }
-.badge.ok { background:var(--ok); } .badge.skipped, .badge.error { background:#6e7781; }
+.badge.ok { background:var(--ok); } .badge.skipped, .badge.error, .badge.other { background:#6e7781; }
 .findings { list-style:none; margin:8px 0 0; padding:0; }
 .finding { border-left:4px solid var(--line); padding:6px 10px 6px 12px; margin:8px 0; background:#fbfcfd; border-radius:0 6px 6px 0; }
 .finding.critical { border-left-color:var(--critical); } .finding.warning { border-left-color:var(--warning); }
@@ -94,12 +100,25 @@ RUN_JS = r"""
       if (r) setX(r, el);
     };
   }
+  // Plotly labels the 2s and 5s between decades on a log axis as bare digits ("2, 1, 5, 2, 0.1"):
+  // over two or more decades only the powers of ten get a label; a narrower span labels every
+  // tick in full ("0.2, 0.5, 1"), so the axis is never left with a single number.
+  function logLabels(el) {
+    var upd = {}, fl = el._fullLayout;
+    Object.keys(fl).forEach(function (name) {
+      var ax = fl[name];
+      if (!/^yaxis\d*$/.test(name) || !ax || ax.type !== 'log' || !ax.visible || !ax.range) return;
+      var want = Math.abs(ax.range[1] - ax.range[0]) >= 2 ? 'none' : 'complete';
+      if (ax.minorloglabels !== want) upd[name + '.minorloglabels'] = want;
+    });
+    return Object.keys(upd).length ? window.Plotly.relayout(el, upd) : Promise.resolve();
+  }
   function wire() {
     document.querySelectorAll('[data-scale-for]').forEach(function (btn) {
       btn.addEventListener('click', function () {
         var el = document.getElementById('plot-' + btn.getAttribute('data-scale-for'));
         var upd = {}; upd[btn.getAttribute('data-axis') + '.type'] = btn.getAttribute('data-scale');
-        window.Plotly.relayout(el, upd);
+        window.Plotly.relayout(el, upd).then(function () { return logLabels(el); });
         btn.parentNode.querySelectorAll('button').forEach(function (b) { b.setAttribute('aria-pressed', String(b === btn)); });
       });
     });
@@ -114,7 +133,13 @@ RUN_JS = r"""
     document.querySelectorAll('[data-reset-zoom]').forEach(function (btn) {
       btn.addEventListener('click', function () { setX(null, null); });
     });
-    plots.forEach(function (el) { el.on('plotly_relayout', onRelayout(el)); });
+    plots.forEach(function (el) {
+      el.on('plotly_relayout', onRelayout(el));
+      el.on('plotly_relayout', function (ev) {
+        // A zoom changes how many decades are shown; the label change itself ends the chain.
+        if (ev && !Object.keys(ev).every(function (k) { return /minorloglabels$/.test(k); })) logLabels(el);
+      });
+    });
   }
   thLoadPlotly().then(function (Plotly) {
     if (window.performance && performance.mark) performance.mark('th-plotly-loaded');
@@ -125,6 +150,8 @@ RUN_JS = r"""
       plots.push(el);
       return Plotly.newPlot(el, p.figure.data, p.figure.layout, config);
     }));
+  }).then(function () {
+    return Promise.all(plots.map(logLabels));
   }).then(function () {
     wire();
     if (window.performance && performance.mark) performance.mark('th-ready');

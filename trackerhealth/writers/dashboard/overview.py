@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...schema import DIMENSIONS, LEVEL_RANK, HealthReport
+from ...schema import DIMENSIONS, HealthReport
 from .. import formats
+from . import _status
 from ._assets import OVERVIEW_CSS, OVERVIEW_JS
 from ._encode import esc, safe_url
 from .page import DIMENSION_LABELS, TRACKER_NAMES, fmt_score, html_document, score_class
@@ -47,19 +48,22 @@ def _row(report: HealthReport, links: Mapping[str, str]) -> str:
     tracker_html = (f'<a href="{esc(url)}" target="_blank" rel="noopener noreferrer" data-tracker="1">{esc(tracker)} ↗</a>'
                     if url else esc(tracker))
     problems = report.problems
+    shown = _status.view(report)
     fids = "".join(f'<span class="fid {esc(f.level)}" title="{esc(f.level.upper() + ": " + f.message)}">{esc(f.id)}</span>'
-                   for f in problems) or '<span class="muted">—</span>'
-    worst = max((LEVEL_RANK[f.level] for f in problems), default=0)
-    search = " ".join([name, run.id, run.project, run.tracker, report.status] + [f.id for f in problems]).lower()
+                   for f in problems)
+    if shown.reason:  # error / unknown: the reason on the run's row, as the contract asks
+        fids += f'<span class="muted status-why">{esc(shown.reason)}</span>'
+    fids = fids or '<span class="muted">—</span>'
+    search = " ".join([name, run.id, run.project, run.tracker, shown.status] + [f.id for f in problems]).lower()
     dims = "".join(
         _score_cell(report.scores.get(d), next((x.reason for x in report.dimensions if x.name == d and x.score is None), ""))
         for d in DIMENSIONS)
     return (
-        f'<tr data-status="{esc(report.status)}" data-search="{esc(search)}" data-run="{esc(run.id)}">'
+        f'<tr data-status="{esc(shown.status)}" data-search="{esc(search)}" data-run="{esc(run.id)}">'
         f'<td class="run" data-v="{esc(name.lower())}">{name_html}<div class="muted"><code>{esc(run.project)}</code> · '
         f'<code>{esc(run.id)}</code></div></td>'
         f'<td data-v="{esc(tracker)}">{tracker_html}</td>'
-        f'<td data-v="{2 - worst}"><span class="badge {esc(report.status)}">{esc(report.status)}</span></td>'
+        f'<td data-v="{shown.rank}"><span class="badge {esc(shown.css)}" title="{esc(shown.reason)}">{esc(shown.status)}</span></td>'
         + _score_cell(report.score) + dims
         + f'<td data-v="{len(problems)}"><div class="fids">{fids}</div></td></tr>'
     )
@@ -69,8 +73,16 @@ def render(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] |
            title: str = "Training health", errors: Sequence[Mapping[str, Any]] = ()) -> str:
     links = dict(dashboard_links or {})
     ordered = sorted(reports, key=lambda r: (r.score is None, r.score if r.score is not None else 0.0))
-    crit = sum(r.status == "critical" for r in reports)
-    warn = sum(r.status == "warning" for r in reports)
+    counts: dict[str, int] = {}
+    for r in reports:
+        s = _status.view(r).status
+        counts[s] = counts.get(s, 0) + 1
+    # Every status that occurs is counted under its own name: an error or unknown run is never
+    # folded into "healthy".
+    order = sorted(counts, key=lambda s: _status.RANK.get(s, _status.RANK["error"]))
+    tally = ", ".join(f"{counts[s]} {_status.KNOWN.get(s, s) if s == 'ok' else s}" for s in order) or "none"
+    options = "".join(f'<option value="{esc(s)}">{esc(s)}</option>'
+                      for s in ["critical", "warning", "ok"] + [s for s in order if s not in _status.KNOWN])
     heads = ['<th data-sort="text" scope="col"><button type="button">Run</button></th>',
              '<th data-sort="text" scope="col"><button type="button">Tracker</button></th>',
              '<th data-sort="num" scope="col"><button type="button">Status</button></th>',
@@ -85,15 +97,16 @@ def render(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] |
             f"<li><code>{esc(e.get('source', '?'))}</code>: {esc(e.get('message', ''))}</li>" for e in errors)
             + "</ul></section>")
     body = (
-        f"<main><header><h1>{esc(title)}</h1><div class=\"meta\">{len(reports)} run(s): "
-        f"{crit} critical, {warn} warning, {len(reports) - crit - warn} healthy. "
-        "Scores are 0–100, higher is healthier; — means the run did not log what the dimension needs.</div></header>"
+        f"<main><header><h1>{esc(title)}</h1><div class=\"meta\"><span>{len(reports)} run(s): "
+        f"<span id=\"tally\">{esc(tally)}</span>. "
+        "Scores are 0–100, higher is healthier; — means the run did not log what the dimension needs. "
+        "The status comes from the findings; a run is healthy only when every check ran and none found a "
+        "problem.</span></div></header>"
         '<section class="card"><div class="controls">'
         '<label>Filter <input id="filter" type="search" placeholder="run name, id, project or finding id" '
         'aria-label="filter runs"></label>'
         '<label>Status <select id="status-filter" aria-label="status"><option value="">all</option>'
-        '<option value="critical">critical</option><option value="warning">warning</option>'
-        '<option value="ok">ok</option></select></label>'
+        f'{options}</select></label>'
         f'<span class="muted"><span id="shown">{len(reports)}</span> of {len(reports)} shown</span></div>'
         f'<div class="scroll"><table class="runs" id="runs"><thead><tr>{"".join(heads)}</tr></thead>'
         f"<tbody>{rows}</tbody></table></div></section>{err_html}</main>"

@@ -7,8 +7,10 @@
 
 Series are shrunk by :mod:`.downsample` (spikes, NaN/Inf and finding ranges stay visible). Each
 finding's evidence range is drawn on the panel that shows its metric (the loss panel otherwise) as
-a shaded band whose hover label is the finding's id and message. A panel whose data the run did not
-log carries a ``missing`` text saying what to log instead of a figure.
+a shaded band labelled with the finding's id, whose hover label is the finding's title and message.
+On the per-layer heatmap the band outlines exactly the rows of the layers its evidence names. A
+panel whose data the run did not log carries a ``missing`` text saying what to log instead of a
+figure.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ EDGE = {CRITICAL: "rgba(213,94,0,0.75)", "warning": "rgba(230,159,0,0.85)"}
 WIDE_RANGE_SHARE = 0.25  # a band this wide is drawn fainter, so the data under it stays readable
 MARKER = {"NaN": "x-thin-open", "+Inf": "triangle-up", "-Inf": "triangle-down"}
 MIN_RANGE_SHARE = 0.004  # a one-step finding is drawn at least this share of the run wide
+LABEL_CLEARANCE = 0.15  # share of the run: closer band labels are stacked, not drawn over each other
+LABEL_STEP = 0.13  # how far down (share of the panel height) a stacked label moves
 
 PANEL_ROLES = {
     "loss": ("train_loss", "val_loss", "task_losses"),
@@ -85,6 +89,7 @@ class Range:
     metric: str
     start: float
     end: float
+    detail: str = ""
 
 
 @dataclass
@@ -113,7 +118,7 @@ def finding_ranges(report: HealthReport) -> list[Range]:
             if key in seen:
                 continue
             seen.add(key)
-            out.append(Range(f.id, f.level, f.title, f.message, e.metric or "", float(start), float(end)))
+            out.append(Range(f.id, f.level, f.title, f.message, e.metric or "", float(start), float(end), e.detail))
     return out
 
 
@@ -185,42 +190,78 @@ def _merge(ranges: Sequence[Range]) -> list[tuple[Range, list[str]]]:
     return list(merged.values())
 
 
+def _row_blocks(rows: Sequence[int]) -> list[tuple[int, int]]:
+    """Consecutive row indices as ``(first, last)`` blocks: layers 0-3 are one outline, not four."""
+    blocks: list[tuple[int, int]] = []
+    for i in sorted(set(rows)):
+        if blocks and i == blocks[-1][1] + 1:
+            blocks[-1] = (blocks[-1][0], i)
+        else:
+            blocks.append((i, i))
+    return blocks
+
+
 def range_traces(ranges: Sequence[Range], overlay: str, xaxis: str, span: tuple[float, float],
-                 strip: bool = False) -> list[dict[str, Any]]:
+                 strip: bool = False, rows: Sequence[str] = ()) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Shaded bands on an invisible 0–1 overlay axis, so they span the panel whatever its scale
-    (log or linear), with the finding's id and message as the hover label of the whole band.
+    (log or linear), each with a label (an annotation naming the finding, whose hover is the
+    finding's title, message and steps) and the same text as the hover label of the whole band.
 
     With ``strip`` (over a heatmap, whose cells must keep their own hover) the band is an outline
-    and only a thin strip along its top carries the finding's label."""
-    traces = []
+    without fill; ``rows`` are the heatmap's metric keys top to bottom, and a band whose evidence
+    names some of them outlines exactly those rows. Returns ``(traces, annotations)``."""
+    traces, labels = [], []
     run = max(span[1] - span[0], 1.0)
     min_width = max(1.0, MIN_RANGE_SHARE * run)
-    for r, metrics in _merge(ranges):
+    row_of = {key: i for i, key in enumerate(rows)}
+    placed: list[float] = []
+    for r, metrics in sorted(_merge(ranges), key=lambda item: (item[0].start, item[0].end)):
         x0, x1 = r.start, r.end
         if x1 - x0 < min_width:
             mid = (x0 + x1) / 2
             x0, x1 = mid - min_width / 2, mid + min_width / 2
         alpha = 0.07 if (r.end - r.start) >= WIDE_RANGE_SHARE * run else 0.18
         steps = f"step {r.start:,.0f}" if r.start == r.end else f"steps {r.start:,.0f}–{r.end:,.0f}"
-        label = (f"<b>{plot_text(r.level.upper())} · {plot_text(r.finding)}</b><br>{_wrap(r.message)}"
-                 f"<br><i>{plot_text(', '.join(metrics))}: {plot_text(steps)}</i>")
-        edge = {"width": 1, "color": EDGE.get(r.level, EDGE["warning"]), "dash": "solid" if r.level == CRITICAL else "dash"}
+        detail = f"<br>{_wrap(r.detail)}" if r.detail else ""
+        label = (f"<b>{plot_text(r.level.upper())} · {plot_text(r.finding)}</b> {plot_text(r.title)}<br>{_wrap(r.message)}"
+                 f"<br><i>{plot_text(', '.join(metrics))}: {plot_text(steps)}</i>{detail}")
+        colour = EDGE.get(r.level, EDGE["warning"])
+        edge = {"width": 1, "color": colour, "dash": "solid" if r.level == CRITICAL else "dash"}
         meta = {"finding": r.finding, "level": r.level, "start": r.start, "end": r.end}
-        if strip:
-            traces.append({"type": "scatter", "mode": "lines", "x": [x0, x0, x1, x1, x0], "y": [0, 1, 1, 0, 0],
-                           "xaxis": xaxis, "yaxis": overlay, "line": {**edge, "width": 1.5}, "hoverinfo": "skip",
-                           "showlegend": False, "meta": {**meta, "outline": True}})
-            alpha, low = 0.55, 0.97
-        else:
-            low = 0.0
-        traces.append({
-            "type": "scatter", "mode": "lines", "x": [x0, x0, x1, x1, x0], "y": [low, 1, 1, low, low],
-            "xaxis": xaxis, "yaxis": overlay, "fill": "toself",
-            "fillcolor": f"rgba({FILL_RGB.get(r.level, FILL_RGB['warning'])},{alpha})", "line": edge,
-            "hoveron": "fills", "hoverinfo": "text", "text": label, "name": plot_text(r.finding),
-            "showlegend": False, "meta": meta,
+        # Rows top to bottom on a reversed category axis: row i spans [1-(i+1)/n, 1-i/n] of the overlay.
+        named = [row_of[m] for m in metrics if m in row_of] if strip else []
+        blocks = [(1 - (b + 1) / len(rows), 1 - a / len(rows), a, b) for a, b in _row_blocks(named)] or [(0.0, 1.0, None, None)]
+        for low, high, first, last in blocks:
+            xs, ys = [x0, x0, x1, x1, x0], [low, high, high, low, low]
+            block_meta = {**meta, "rows": [rows[i] for i in range(first, last + 1)] if first is not None else None}
+            if strip:
+                # A white halo under the coloured outline keeps it visible on every Viridis colour.
+                for line in ({"width": 4, "color": "rgba(255,255,255,0.9)"}, {**edge, "width": 2.2, "dash": "solid"}):
+                    traces.append({"type": "scatter", "mode": "lines", "x": xs, "y": ys, "xaxis": xaxis, "yaxis": overlay,
+                                   "line": line, "hoverinfo": "skip", "showlegend": False,
+                                   "meta": {**block_meta, "outline": True}})
+            else:
+                traces.append({
+                    "type": "scatter", "mode": "lines", "x": xs, "y": ys, "xaxis": xaxis, "yaxis": overlay,
+                    "fill": "toself", "fillcolor": f"rgba({FILL_RGB.get(r.level, FILL_RGB['warning'])},{alpha})",
+                    "line": edge, "hoveron": "fills", "hoverinfo": "text", "text": label, "name": plot_text(r.finding),
+                    "showlegend": False, "meta": block_meta,
+                })
+        # One label per band, at the top of its first block; labels closer than LABEL_CLEARANCE of
+        # the run are stacked downwards so two findings at the same steps stay readable.
+        top = blocks[0][1]
+        stacked = sum(1 for x in placed if abs(x - x0) < LABEL_CLEARANCE * run)
+        placed.append(x0)
+        right_side = x0 > span[0] + 0.7 * run
+        labels.append({
+            "x": x1 if right_side else x0, "xref": xaxis, "y": max(top - stacked * LABEL_STEP, 0.05), "yref": overlay,
+            "xanchor": "right" if right_side else "left", "yanchor": "top", "showarrow": False,
+            "text": f"<b>{plot_text(r.finding)}</b>", "hovertext": label, "name": plot_text(r.finding),
+            "font": {"size": 11, "color": "#1f2328"}, "bgcolor": "rgba(255,255,255,0.88)",
+            "bordercolor": colour, "borderwidth": 1.5, "borderpad": 2,
+            "hoverlabel": {"align": "left", "bgcolor": "#ffffff", "bordercolor": colour},
         })
-    return traces
+    return traces, labels
 
 
 def _overlay_axis(over: str) -> dict[str, Any]:
@@ -289,14 +330,17 @@ class _Builder:
         panel.points_shown += reduced.kept
 
     def finish(self, panel: Panel, traces: list, layout: dict, overlay_for: str = "y", xaxis: str = "x",
-               extra: Sequence[tuple[str, str, Sequence[Range], bool]] = ()) -> Panel:
-        """Add the finding bands (on an overlay of ``overlay_for``) and store the figure."""
+               extra: Sequence[tuple[str, str, Sequence[Range], bool]] = (), rows: Sequence[str] = ()) -> Panel:
+        """Add the finding bands (on an overlay of ``overlay_for``) and store the figure; ``rows``
+        are the heatmap's metric keys, top to bottom, for the bands drawn over it (``strip``)."""
         bands = [("y9", overlay_for, self.ranges_by_panel[panel.id], False)] + list(extra)
         for axis, over, rs, strip in bands:
             if not rs:
                 continue
             layout["yaxis" + axis[1:]] = _overlay_axis(over)
-            traces.extend(range_traces(rs, axis, xaxis, self.span, strip=strip))
+            shapes, labels = range_traces(rs, axis, xaxis, self.span, strip=strip, rows=rows if strip else ())
+            traces.extend(shapes)
+            layout.setdefault("annotations", []).extend(labels)
             panel.ranges.extend(rs)
         # Every panel starts on the same steps (the whole run), so a step lines up across panels.
         layout["xaxis"]["range"] = list(self.xrange)
@@ -358,8 +402,10 @@ class _Builder:
         else:
             p.notes.append(PARTIAL["grad_norm"])
         extra = []
+        layer_keys: tuple[str, ...] = ()
         if group:
             grid = ds.layer_grid(group)
+            layer_keys = grid.keys
             p.points_logged += grid.original
             p.points_shown += grid.kept
             traces += heatmap_traces(grid, yaxis="y2" if total is not None else "y")
@@ -381,7 +427,7 @@ class _Builder:
         else:
             p.notes.append(PARTIAL["layer_grad_norms"])
         self.ranges_by_panel["grad"] = top_ranges
-        return self.finish(p, traces, layout, extra=extra)
+        return self.finish(p, traces, layout, extra=extra, rows=layer_keys)
 
     # 3. optimizer
     def optim(self) -> Panel:
