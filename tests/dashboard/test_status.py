@@ -4,6 +4,8 @@ reason — never green, never "No problems found" — on the run page and in the
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from dashboard_helpers import open_page
@@ -19,12 +21,11 @@ TILE_JS = """() => { const t = document.querySelector('.overall');
           label: document.getElementById('status-label').textContent}; }"""
 
 
-class _Reported(HealthReport):
-    """A report carrying a status and reason of its own, as a newer schema may (the pages must
-    show any status string, with its reason, without knowing it in advance)."""
+class _NewerStatus(HealthReport):
+    """A report with a status of its own, as a newer schema may have: the pages must show any
+    status string, with its reason, without knowing it in advance."""
 
     forced_status = "quarantined"
-    status_reason = "held back by the release team: the data snapshot is being re-checked"
 
     @property
     def status(self) -> str:
@@ -32,8 +33,9 @@ class _Reported(HealthReport):
 
 
 def _as(report: HealthReport, status: str, reason: str) -> HealthReport:
-    cls = type("Reported", (_Reported,), {"forced_status": status, "status_reason": reason})
-    return cls(report.run, report.score, report.dimensions, report.findings, report.notes, report.n_points, report.last_step)
+    cls = type("Reported", (_NewerStatus,), {"forced_status": status})
+    fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
+    return cls(**{**fields, "status_reason": reason})
 
 
 def _check_not_healthy(page, status: str, reason_part: str):
@@ -61,7 +63,7 @@ def test_a_crashed_diagnosis_is_shown_as_error(tmp_path, watched, crashed_run, h
     written = write_report_dir(tmp_path, [crashed_run, healthy_run])
     page = watched.page
     assert open_page(page, written[report.run.id]) == "1"
-    _check_not_healthy(page, "error", "periodic-spikes could not run")
+    _check_not_healthy(page, "error", "diagnosis:periodic-spikes failed")
     assert "1 could not run" in page.inner_text("#other-checks summary")
     page.click("#back-to-overview")
     page.wait_for_selector("body[data-ready='1']", state="attached")
