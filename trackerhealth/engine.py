@@ -34,5 +34,5 @@ def _analyze(history: RunHistory, config: Config) -> HealthReport:
             finding = Finding(diag_id, ERROR, diag.title,
                               f"diagnosis failed: {type(exc).__name__}: {exc} ({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
         findings.append(finding)
-    score, dims = scorecard.score_run(view, findings)
+    score, dims = scorecard.score_run(view, findings, config.thresholds_for(scorecard.ID))
     return HealthReport(history.ref, score, dims, tuple(findings), history.notes, history.n_points, history.last_step)
