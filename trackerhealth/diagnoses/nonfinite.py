@@ -2,7 +2,8 @@
 
 **What it looks for.** Any NaN or ±Inf in the training or validation loss is critical: the run is
 dead from that step on, even if it keeps logging. A non-finite total gradient norm is critical
-when it persists to the end of the run; a few while the loss stays finite are a mixed-precision
+when it persists to the end of the run (more than ``persist_fraction`` of the last
+``persist_tail_share``); a few while the loss stays finite are a mixed-precision
 loss scaler skipping overflow steps, which is normal and only noted. The evidence names
 the first non-finite step and, when a gradient norm is logged, the largest gradient norm shortly
 before it compared with the run's median (a spike there points to gradient explosion). Without any
