@@ -90,10 +90,10 @@ def test_one_failing_run_leaves_the_others_alone(monkeypatch):
     real = scorecard.score_run
     target = _history("nan_log0_custom_bce")
 
-    def fail_for_one(view, findings):
+    def fail_for_one(view, findings, thresholds):
         if view.history is target:
             raise ValueError("only this run")
-        return real(view, findings)
+        return real(view, findings, thresholds)
 
     monkeypatch.setattr(scorecard, "score_run", fail_for_one)
     reports = [engine.analyze(h) for h in (_history("healthy_long_20k_wandb"), target, _history("overfit_spirals_wandb"))]

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import click
 
-from . import __version__, diagnoses
+from . import __version__
 from .config import Config, ConfigError, load
+from .diagnoses import _docs as diagnoses_docs
 from .engine import analyze as analyze_history
 from .schema import LEVEL_RANK
 from .writers import formats
@@ -89,49 +90,19 @@ def analyze(paths, fmt, fail_on, config_path, step_column, full) -> None:
 @click.argument("diagnosis_id", required=False)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True)
 def list_diagnoses(diagnosis_id, fmt) -> None:
-    """List the diagnoses: id, what each needs, thresholds with defaults, and the fix.
+    """List the diagnoses: id, what each needs, thresholds with defaults and meaning, and the fix.
 
     \b
     Examples:
       trackerhealth diagnoses
       trackerhealth diagnoses overfitting
+      trackerhealth diagnoses scorecard
       trackerhealth diagnoses --format markdown > docs/diagnoses.md
     """
-    if diagnosis_id is not None:
-        try:
-            chosen = [diagnoses.get(diagnosis_id)]
-        except KeyError as exc:
-            raise click.UsageError(str(exc.args[0])) from None
-    else:
-        chosen = list(diagnoses.REGISTRY.values())
-    if fmt == "markdown":
-        click.echo(diagnoses_markdown(chosen))
-        return
-    for d in chosen:
-        click.echo(f"{d.id}  —  {d.title}")
-        click.echo(f"  needs: {', '.join(d.needs)}")
-        click.echo("  thresholds: " + ", ".join(f"{k}={v}" for k, v in d.threshold_fields().items()))
-        if diagnosis_id is not None:
-            click.echo("")
-            click.echo(d.doc)
-        else:
-            click.echo(f"  {d.summary}")
-        click.echo("")
-
-
-def diagnoses_markdown(chosen) -> str:
-    out = []
-    for d in chosen:
-        out.append(f"### `{d.id}` — {d.title}")
-        out.append("")
-        out.append(d.doc)
-        out.append("")
-        out.append("| threshold | default |")
-        out.append("|---|---|")
-        for k, v in d.threshold_fields().items():
-            out.append(f"| `{k}` | {v} |")
-        out.append("")
-    return "\n".join(out)
+    try:
+        click.echo(diagnoses_docs.render(diagnosis_id, fmt))
+    except KeyError as exc:
+        raise click.UsageError(str(exc.args[0])) from None
 
 
 def _register_commands() -> None:

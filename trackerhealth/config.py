@@ -12,6 +12,9 @@ gpu_util = "fraction"   # fraction | percent
 [thresholds.overfitting]
 min_rise = 0.2
 
+[thresholds.scorecard]  # the scorecard's numbers (`trackerhealth diagnoses scorecard`)
+penalty_warning = 5
+
 disable = ["task-imbalance"]
 ```
 
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import diagnoses
+from . import diagnoses, scorecard
 from .roles import GROUP_ROLES, ROLES, TIME_ROLES
 
 if sys.version_info >= (3, 11):
@@ -58,7 +61,12 @@ class Config:
 
     def thresholds_for(self, diagnosis_id: str):
         found = self.thresholds.get(diagnosis_id)
-        return found if found is not None else diagnoses.get(diagnosis_id).default_thresholds()
+        return found if found is not None else _default_thresholds(diagnosis_id)
+
+
+def _default_thresholds(section: str):
+    """The default Thresholds of a diagnosis id, or of ``scorecard``."""
+    return scorecard.Thresholds() if section == scorecard.ID else diagnoses.get(section).default_thresholds()
 
 
 def _unknown(what: str, bad, valid) -> ConfigError:
@@ -86,16 +94,16 @@ def from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
             raise _unknown(f"unit for {role} in {source}:", unit, UNIT_VALUES[role])
     thresholds = {}
     for diag_id, values in dict(data.get("thresholds", {})).items():
-        if diag_id not in diagnoses.REGISTRY:
-            raise _unknown(f"diagnosis in {source} [thresholds]:", diag_id, diagnoses.REGISTRY)
-        diag = diagnoses.REGISTRY[diag_id]
-        names = diag.threshold_fields()
+        if diag_id not in diagnoses.REGISTRY and diag_id != scorecard.ID:
+            raise _unknown(f"diagnosis in {source} [thresholds]:", diag_id, [*diagnoses.REGISTRY, scorecard.ID])
+        defaults = _default_thresholds(diag_id)
+        names = [f.name for f in dataclasses.fields(defaults)]
         for name, value in dict(values).items():
             if name not in names:
                 raise _unknown(f"threshold for {diag_id} in {source}:", name, names)
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ConfigError(f"{source} [thresholds.{diag_id}] {name} must be a number, not {value!r}")
-        thresholds[diag_id] = dataclasses.replace(diag.default_thresholds(), **dict(values))
+        thresholds[diag_id] = dataclasses.replace(defaults, **dict(values))
     disable = tuple(data.get("disable", ()))
     for diag_id in disable:
         if diag_id not in diagnoses.REGISTRY:

@@ -57,7 +57,7 @@ def _analyze(history: RunHistory, config: Config) -> HealthReport:
         findings.append(finding)
 
     try:
-        score, dims = scorecard.score_run(view, findings)
+        score, dims = scorecard.score_run(view, findings, config.thresholds_for(scorecard.ID))
     except Exception as exc:  # noqa: BLE001 - reported as data, by design
         message = _describe(exc)
         failures.append(StageFailure("scorecard", message))

@@ -6,11 +6,15 @@ Each diagnosis is one module in this package that defines:
 - ``TITLE`` – a short human title;
 - ``NEEDS`` – the roles it reads (see :mod:`trackerhealth.roles`); a run lacking all of them gets
   a ``skipped`` finding with the reason;
-- ``Thresholds`` – a frozen dataclass whose field defaults are the diagnosis' only defaults;
+- ``Thresholds`` – a frozen dataclass whose fields, each declared with
+  :func:`~trackerhealth.diagnoses._thresholds.knob` (default and one-line meaning), are every
+  number the diagnosis decides on;
+- ``RECOMMENDATION`` – the fix text: the one copy, used by the findings and the docs page;
 - ``run(history, thresholds) -> Finding`` – pure: ``history`` is a :class:`~trackerhealth.roles.RoleView`.
 
-The module docstring is the diagnosis' documentation page. Modules are discovered, so adding a
-ninth diagnosis is one new file (plus its tests): nothing else is edited.
+The module docstring ("What it looks for", "Why it matters") is the start of the diagnosis'
+documentation page; :mod:`._docs` adds the fix and the thresholds table from the code. Modules are
+discovered, so adding a ninth diagnosis is one new file (plus its tests): nothing else is edited.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import pkgutil
 from dataclasses import dataclass
 from types import ModuleType
 
+from ._thresholds import described
+
 
 @dataclass(frozen=True)
 class Diagnosis:
@@ -30,6 +36,7 @@ class Diagnosis:
     title: str
     needs: tuple[str, ...]
     thresholds: type
+    recommendation: str
     module: ModuleType
 
     @property
@@ -46,6 +53,10 @@ class Diagnosis:
     def threshold_fields(self) -> dict[str, object]:
         return {f.name: f.default for f in dataclasses.fields(self.thresholds)}
 
+    def threshold_meanings(self) -> list[tuple[str, object, str]]:
+        """``(name, default, meaning)`` per threshold, in declaration order."""
+        return described(self.thresholds)
+
     def run(self, history, thresholds=None):
         return self.module.run(history, thresholds or self.thresholds())
 
@@ -58,7 +69,7 @@ def _discover() -> dict[str, Diagnosis]:
         module = importlib.import_module(f"{__name__}.{info.name}")
         if not hasattr(module, "ID"):
             continue
-        diag = Diagnosis(module.ID, module.TITLE, tuple(module.NEEDS), module.Thresholds, module)
+        diag = Diagnosis(module.ID, module.TITLE, tuple(module.NEEDS), module.Thresholds, module.RECOMMENDATION, module)
         if diag.id in found:
             raise RuntimeError(f"two diagnosis modules claim the id {diag.id!r}")
         found[diag.id] = diag

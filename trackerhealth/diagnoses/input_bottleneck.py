@@ -7,16 +7,10 @@ Utilization comes from MLflow (``system/gpu_N_utilization_percentage``) or W&B
 times from ``data_time`` and ``compute_time`` (or ``step_time − data_time``), in any unit the name
 states. The first ``skip_start`` share of the run is ignored (start-up is always slow). With only
 one side logged, the finding is a warning that says which metric would confirm it; critical needs
-both sides and utilization below ``critical_gpu_util`` or data time ≥ 2× compute.
+both sides and utilization below ``critical_gpu_util`` or data time at least
+``critical_data_factor`` × ``data_over_compute`` × compute.
 
 **Why it matters.** Every idle percent of the accelerator is paid for and wasted.
-
-**Thresholds.** ``max_gpu_util`` (60), ``critical_gpu_util`` (30), ``data_over_compute`` (1.0),
-``skip_start`` (0.05), ``min_points`` (5).
-
-**Fix.** More data-loader workers (``num_workers``), ``pin_memory=True``, prefetching
-(``prefetch_factor``, ``persistent_workers``); move decoding/augmentation to the GPU or do it
-offline; put the data on faster local storage; log the timings again to confirm.
 """
 
 from __future__ import annotations
@@ -29,6 +23,7 @@ import numpy as np
 from ..roles import RoleView
 from ..schema import Evidence, Finding, Series
 from . import _common as c
+from ._thresholds import knob
 
 ID = "input-bottleneck"
 TITLE = "Input bottleneck: accelerator waits for data"
@@ -44,11 +39,12 @@ RECOMMENDATION = (
 
 @dataclass(frozen=True)
 class Thresholds:
-    max_gpu_util: float = 60.0
-    critical_gpu_util: float = 30.0
-    data_over_compute: float = 1.0
-    skip_start: float = 0.05
-    min_points: int = 5
+    max_gpu_util: float = knob(60.0, "mean GPU utilization (percent) below this is low (the seed's rule)")
+    critical_gpu_util: float = knob(30.0, "with both sides logged, utilization below this is critical")
+    data_over_compute: float = knob(1.0, "data time above this multiple of compute time is data-bound")
+    critical_data_factor: float = knob(2.0, "with both sides logged, data time at least this multiple of data_over_compute x compute is critical")
+    skip_start: float = knob(0.05, "share of the run at the start (start-up) that is ignored")
+    min_points: int = knob(5, "points of utilization or timing needed to judge")
 
 
 def _body(s: Series | None, skip: float) -> Series | None:
@@ -102,7 +98,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
 
     if has_util and has_timing:
         hit = low_util and data_bound
-        critical = hit and (mean_util < thresholds.critical_gpu_util or data_ratio >= 2 * thresholds.data_over_compute)
+        critical = hit and (mean_util < thresholds.critical_gpu_util or data_ratio >= thresholds.critical_data_factor * thresholds.data_over_compute)
     else:
         hit, critical = (low_util if has_util else data_bound), False
     if not hit:

@@ -1,9 +1,10 @@
 """Loss does not decrease, or oscillates around a plateau it never leaves.
 
 **What it looks for.** After warm-up and before any NaN, the training loss is compared with itself.
-Learning: its overall improvement, median of the last 20 % of points against the first 2 %.
+Learning: its overall improvement, median of the last ``tail_share`` of points against the first
+``head_share``.
 Instability, the signature of a learning rate too high or a batch too small: the loss overshot —
-in the first tenth of the run it rose to ``blowup`` × its starting level — or, over the second
+in the first ``early_share`` of the run it rose to ``blowup`` × its starting level — or, over the second
 half, the raw loss swings about its short moving level (median within-window MAD over the moving
 level, the seed's "raw loss fluctuation far above its short moving average") by more than
 ``fluctuation_ratio``. A run that is unstable and improved by less than ``max_improvement`` is
@@ -14,14 +15,6 @@ plateau.
 
 **Why it matters.** The optimizer overshoots (learning rate too high) or the gradient direction is
 mostly noise (batch too small); more steps will not help.
-
-**Thresholds.** ``max_improvement`` (0.45: a loss that fell by nearly half is learning),
-``blowup`` (3), ``fluctuation_ratio`` (0.3), ``critical_ratio`` (0.6), ``rise`` (0.1), ``window``
-(5 points of moving level), ``min_points`` (30).
-
-**Fix.** Lower the learning rate (try ÷3 to ÷10) or add warm-up and decay; increase the batch size
-or accumulate gradients; with Adam, check beta2 and epsilon; clip gradients if the swings come
-from rare large updates.
 """
 
 from __future__ import annotations
@@ -35,6 +28,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
+from ._thresholds import knob
 
 ID = "loss-oscillation"
 TITLE = "Loss oscillates or does not decrease"
@@ -49,13 +43,18 @@ RECOMMENDATION = (
 
 @dataclass(frozen=True)
 class Thresholds:
-    max_improvement: float = 0.45
-    blowup: float = 3.0
-    fluctuation_ratio: float = 0.3
-    critical_ratio: float = 0.6
-    rise: float = 0.1
-    window: int = 5
-    min_points: int = 30
+    max_improvement: float = knob(0.45, "an unstable loss that improved less than this share is flagged (one that fell by nearly half is learning)")
+    blowup: float = knob(3.0, "in the first early_share of the run, a loss this many times its start overshot")
+    fluctuation_ratio: float = knob(0.3, "over the second half, swings about the moving level above this share of it are unstable")
+    critical_ratio: float = knob(0.6, "critical when the swings exceed this share of the level")
+    rise: float = knob(0.1, "a loss that ends this share above its start is rising (critical)")
+    window: int = knob(5, "points of the short moving level the swings are measured about")
+    min_points: int = knob(30, "finite train-loss points after warm-up needed to judge")
+    head_share: float = knob(0.02, "share of the run at the start whose median is the starting level (at least 3 points)")
+    tail_share: float = knob(0.2, "share of the run at the end whose median is the end level")
+    early_share: float = knob(0.1, "share of the run at the start searched for an overshoot")
+    early_min_points: int = knob(5, "points searched for an overshoot at least")
+    min_val_points: int = knob(4, "finite val-loss points needed to report the val instability evidence")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -64,11 +63,11 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return c.skipped(_SELF, reason)
     key = history.key("train_loss")
     v, s = loss.values, loss.steps
-    head, tail = stats.head_tail(v)
+    head, tail = stats.head_tail(v, thresholds.head_share, thresholds.tail_share)
     if head <= 0:
         return c.skipped(_SELF, f"{key} is not positive (starts at {c.fmt(head)}); relative change is undefined")
     improvement = (head - tail) / head
-    tenth = max(5, len(v) // 10)
+    tenth = max(thresholds.early_min_points, int(len(v) * thresholds.early_share))
     overshoot = float(np.max(v[:tenth])) / head
     half = len(v) // 2
     noise, moving = stats.local_noise(v[half:], thresholds.window)
@@ -89,9 +88,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                  "highest loss in the first tenth of the run over its starting level"),
     ]
     val = history.series("val_loss")
-    if val is not None and len(val.finite()) >= 4:
+    if val is not None and len(val.finite()) >= thresholds.min_val_points:
         vv = val.finite().values
-        vnoise = stats.mad(np.diff(vv)) / (abs(np.median(vv)) or 1e-12)
+        vnoise = stats.mad(np.diff(vv)) / (abs(np.median(vv)) or 1e-12)  # 1e-12: a numeric guard against a zero level
         evidence.append(Evidence(history.key("val_loss"), float(vnoise), None, float(val.steps[0]), float(val.steps[-1]),
                                  "val_instability", "point-to-point change of val loss relative to its level"))
     if rising:

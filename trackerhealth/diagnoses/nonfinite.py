@@ -2,7 +2,8 @@
 
 **What it looks for.** Any NaN or ±Inf in the training or validation loss is critical: the run is
 dead from that step on, even if it keeps logging. A non-finite total gradient norm is critical
-when it persists to the end of the run; a few while the loss stays finite are a mixed-precision
+when it persists to the end of the run (more than ``persist_fraction`` of the last
+``persist_tail_share``); a few while the loss stays finite are a mixed-precision
 loss scaler skipping overflow steps, which is normal and only noted. The evidence names
 the first non-finite step and, when a gradient norm is logged, the largest gradient norm shortly
 before it compared with the run's median (a spike there points to gradient explosion). Without any
@@ -13,16 +14,6 @@ batch, not an explosion.
 
 **Why it matters.** A NaN silently wastes every GPU hour after it; an exploding gradient is the
 usual step before it.
-
-**Thresholds.** ``spike_factor`` (10, from the seed: grad norm > 10 × median is an anomaly),
-``critical_factor`` (100), ``ignore_first`` (share of the run at the start where large gradients
-are normal, 0.02), ``lookback`` (points before the first NaN searched for a spike, 50), ``block`` (5),
-``min_points`` (20).
-
-**Fix.** Clip gradients (e.g. ``clip_grad_norm_(…, 1.0)``) and log the norm before and after
-clipping; lower the learning rate or lengthen warm-up; check the batch that preceded the spike for
-invalid labels or extreme inputs; check the LR schedule for an unintended spike at a restart; in
-mixed precision, use a loss scaler.
 """
 
 from __future__ import annotations
@@ -36,6 +27,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
+from ._thresholds import knob
 
 _SELF = sys.modules[__name__]
 
@@ -53,12 +45,19 @@ RECOMMENDATION = (
 
 @dataclass(frozen=True)
 class Thresholds:
-    spike_factor: float = 10.0
-    critical_factor: float = 100.0
-    ignore_first: float = 0.02
-    lookback: int = 50
-    block: int = 5
-    min_points: int = 20
+    spike_factor: float = knob(10.0, "a gradient-norm level above this multiple of its earlier median is an explosion (the seed: > 10 x median)")
+    critical_factor: float = knob(100.0, "an explosion above this multiple is critical")
+    ignore_first: float = knob(0.02, "share of the run at the start where large gradients are normal")
+    ignore_min_blocks: int = knob(2, "blocks at the start that are always ignored")
+    lookback: int = knob(50, "points before the first NaN searched for a gradient-norm spike")
+    block: int = knob(5, "points per block at least; a block's median is the gradient-norm level")
+    max_blocks: int = knob(200, "blocks the gradient norm is cut into at most")
+    running_blocks: int = knob(512, "cost bound: the earlier median is taken over at most this many block medians")
+    min_points: int = knob(20, "finite gradient-norm points needed to judge an explosion")
+    min_points_before: int = knob(3, "finite gradient-norm points before the first NaN needed to look for a spike there")
+    persist_tail_share: float = knob(0.1, "share of the run at the end where non-finite gradient norms count as persisting")
+    persist_tail_min_points: int = knob(3, "points at the end where non-finite gradient norms count as persisting, at least")
+    persist_fraction: float = knob(0.5, "non-finite gradient norms persist when more than this fraction of that end is non-finite")
 
 
 def _first_nonfinite(view: RoleView, role: str):
@@ -86,8 +85,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     loss_roles = ("train_loss", "val_loss")
     if grad is not None and not any(_first_nonfinite(history, r) for r in loss_roles):
         bad = ~np.isfinite(grad.values)
-        tail = bad[-max(3, len(bad) // 10):]
-        if bad.any() and not tail.mean() > 0.5:
+        tail = bad[-max(thresholds.persist_tail_min_points, int(len(bad) * thresholds.persist_tail_share)):]
+        if bad.any() and not tail.mean() > thresholds.persist_fraction:
             roles = loss_roles
             overflow_note = (f"; {int(bad.sum())} non-finite gradient norm(s) while the loss stayed finite look like "
                              "mixed-precision overflow steps skipped by the loss scaler")
@@ -108,10 +107,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         if grad is not None and first_bad_step is not None:
             g = grad.finite()
             before = g.steps <= first_bad_step
-            if before.sum() >= 3:
+            if before.sum() >= thresholds.min_points_before:
                 gv = g.values[before]
                 window = gv[-thresholds.lookback:]
-                base = float(np.median(gv[: max(3, len(gv) - len(window))]))
+                base = float(np.median(gv[: max(thresholds.min_points_before, len(gv) - len(window))]))
                 peak = float(window.max())
                 if base > 0 and peak > thresholds.spike_factor * base:
                     at = float(g.steps[before][-len(window):][int(np.argmax(window))])
@@ -134,11 +133,11 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # An explosion is sustained: the gradient norm's level (medians of blocks of at least
     # ``block`` points) climbs far above where it was before. A lone heavy-tailed outlier is a
     # bad batch, not an explosion, and does not move a block median.
-    b = stats.binned(g.steps, g.values, max(1, min(200, len(g) // thresholds.block)))
+    b = stats.binned(g.steps, g.values, max(1, min(thresholds.max_blocks, len(g) // thresholds.block)))
     v = b.median
-    ref = _running_median(v)
-    ratio = np.where(ref > 0, v / np.maximum(ref, 1e-300), 0.0)
-    ratio[: max(int(len(v) * thresholds.ignore_first), 2)] = 0.0
+    ref = _running_median(v, thresholds.running_blocks)
+    ratio = np.where(ref > 0, v / np.maximum(ref, 1e-300), 0.0)  # 1e-300: a numeric guard, never a decision
+    ratio[: max(int(len(v) * thresholds.ignore_first), thresholds.ignore_min_blocks)] = 0.0
     worst = int(np.argmax(ratio))
     if ratio[worst] <= thresholds.spike_factor:
         return c.ok(_SELF, f"no NaN/Inf loss; gradient-norm level at most {c.fmt(ratio[worst])}x its earlier median" + overflow_note)
@@ -156,7 +155,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     return c.problem(module, critical, message, RECOMMENDATION, [ev])
 
 
-def _running_median(v: np.ndarray, blocks: int = 512) -> np.ndarray:
+def _running_median(v: np.ndarray, blocks: int) -> np.ndarray:
     """For each point, the median of the points logged before it (block-wise, so O(n))."""
     n = len(v)
     if n == 0:

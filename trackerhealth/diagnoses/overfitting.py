@@ -5,7 +5,8 @@ best value and then rose by at least ``min_rise`` over at least ``min_rise_point
 spanning ``min_rise_steps`` steps (or ``min_rise_share`` of the run, whichever is smaller), while
 the training loss kept falling — by at least ``min_train_drop`` since the val minimum — and the
 val/train ratio grew to at least ``min_ratio`` (val worse than train, the gap widening). Only the
-living run is judged: up to the first NaN/Inf, without a final val blow-up (divergence). At each evaluation the val/train ratio is
+living run is judged: up to the first NaN/Inf, without a final val blow-up (divergence: final
+points above ``val_blowup`` × the earlier median). At each evaluation the val/train ratio is
 computed against the training loss logged since the previous evaluation; the finding is critical
 when that ratio ends above ``ratio_critical`` (2.0 in the seed) and is still rising. Per-layer
 weight norms, when logged, are reported: late layers' norms swelling after the val minimum is the
@@ -13,13 +14,6 @@ seed's strongest overfitting signal. A run that stops a few evaluations after it
 stopping) does not reach these thresholds.
 
 **Why it matters.** After the val minimum every step makes the model worse on unseen data.
-
-**Thresholds.** ``min_rise`` (0.1), ``min_rise_points`` (3), ``min_rise_steps`` (500, from the seed),
-``min_rise_share`` (0.15), ``ratio_critical`` (2.0), ``min_val_points`` (4), ``min_train_drop``
-(0.3), ``min_ratio`` (1.2).
-
-**Fix.** Keep the checkpoint at the val minimum and add early stopping; add regularization
-(dropout, weight decay), data augmentation or more data; reduce model size.
 """
 
 from __future__ import annotations
@@ -33,6 +27,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding, Series
 from . import _common as c
+from ._thresholds import knob
 
 ID = "overfitting"
 TITLE = "Overfitting: val loss rises while train loss falls"
@@ -47,14 +42,21 @@ RECOMMENDATION = (
 
 @dataclass(frozen=True)
 class Thresholds:
-    min_rise: float = 0.1
-    min_rise_points: int = 3
-    min_rise_steps: float = 500.0
-    min_rise_share: float = 0.15
-    ratio_critical: float = 2.0
-    min_val_points: int = 4
-    min_train_drop: float = 0.3
-    min_ratio: float = 1.2
+    min_rise: float = knob(0.1, "the val loss must end at least this share above its best")
+    min_rise_points: int = knob(3, "evaluations after the val minimum needed")
+    min_rise_steps: float = knob(500.0, "steps after the val minimum needed (from the seed), unless min_rise_share of the run is fewer")
+    min_rise_share: float = knob(0.15, "share of the run after the val minimum that is always enough")
+    ratio_critical: float = knob(2.0, "critical when the val/train ratio ends above this and is still rising")
+    min_val_points: int = knob(4, "finite val-loss points needed to judge")
+    min_train_drop: float = knob(0.3, "the train loss must fall at least this share after the val minimum")
+    min_ratio: float = knob(1.2, "the val/train ratio must end at least this high (val worse than train)")
+    min_train_points: int = knob(3, "finite train-loss points needed to judge")
+    val_blowup: float = knob(10.0, "final val points above this multiple of the earlier median are divergence, not overfitting, and dropped")
+    val_max_points: int = knob(2000, "cost bound: a longer val series is judged on val_bins bin medians")
+    val_bins: int = knob(1000, "bins a val series longer than val_max_points is reduced to")
+    smooth_window: int = knob(3, "points of the rolling median that lightly smooths the val loss")
+    min_smooth_points: int = knob(5, "val points needed before the val loss is smoothed")
+    end_points: int = knob(3, "last evaluations whose median is the end level (val, train and ratio)")
 
 
 def _train_at(train_steps, train_values, val_steps):
@@ -75,25 +77,25 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     if missing:
         return missing
     # Judge only the living run: up to the first NaN/Inf anywhere, and without a final blow-up
-    # (a val loss 10x its earlier level is divergence, the nonfinite diagnosis' business).
+    # (a val loss val_blowup x its earlier level is divergence, the nonfinite diagnosis' business).
     death = _first_nonfinite_step(history)
     train = history.series("train_loss").finite().between(-np.inf, death)
     val = history.series("val_loss").finite().between(-np.inf, death)
-    while len(val) > thresholds.min_val_points and val.values[-1] > 10 * np.median(val.values[:-1]):
+    while len(val) > thresholds.min_val_points and val.values[-1] > thresholds.val_blowup * np.median(val.values[:-1]):
         val = Series(val.steps[:-1], val.values[:-1], val.wall_times[:-1])
     vkey, tkey = history.key("val_loss"), history.key("train_loss")
-    if len(val) < thresholds.min_val_points or len(train) < 3:
+    if len(val) < thresholds.min_val_points or len(train) < thresholds.min_train_points:
         return c.skipped(_SELF, f"only {len(val)} val-loss points; need {thresholds.min_val_points}")
-    if len(val) > 2000:
+    if len(val) > thresholds.val_max_points:
         # A val loss logged every step is judged on 1,000 bin medians: same trend, bounded cost.
-        b = stats.binned(val.steps, val.values, 1000)
+        b = stats.binned(val.steps, val.values, thresholds.val_bins)
         val = Series(b.steps, b.median, np.full(len(b.steps), np.nan))
-    vs = val.values if len(val) < 5 else stats.rolling_median(val.values, 3)
+    vs = val.values if len(val) < thresholds.min_smooth_points else stats.rolling_median(val.values, thresholds.smooth_window)
     best = int(np.argmin(vs))
     best_val = float(vs[best])
     if best_val <= 0:
         return c.skipped(_SELF, f"{vkey} is not positive; a relative rise is undefined")
-    end_val = float(np.median(vs[-min(3, len(vs) - best):])) if best < len(vs) - 1 else best_val
+    end_val = float(np.median(vs[-min(thresholds.end_points, len(vs) - best):])) if best < len(vs) - 1 else best_val
     rise = (end_val - best_val) / best_val
     points_after = len(vs) - 1 - best
     steps_after = float(val.steps[-1] - val.steps[best])
@@ -103,9 +105,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     train_at = _train_at(train.steps, train.values, val.steps)
     ratio = val.values / np.where(train_at > 0, train_at, np.nan)
     train_best = float(np.nanmedian(train_at[max(0, best - 1): best + 2]))
-    train_end = float(np.nanmedian(train_at[-min(3, len(train_at)):]))
+    train_end = float(np.nanmedian(train_at[-min(thresholds.end_points, len(train_at)):]))
     train_drop = (train_best - train_end) / train_best if train_best > 0 else 0.0
-    ratio_end = float(np.nanmedian(ratio[-min(3, len(ratio)):]))
+    ratio_end = float(np.nanmedian(ratio[-min(thresholds.end_points, len(ratio)):]))
     ratio_best = float(ratio[best]) if np.isfinite(ratio[best]) else float("nan")
     gap_growing = ratio_end >= thresholds.min_ratio and not (ratio_end <= ratio_best)
 
@@ -144,5 +146,5 @@ def _first_nonfinite_step(history: RoleView) -> float:
         if s is not None:
             bad = np.flatnonzero(~np.isfinite(s.values))
             if len(bad):
-                steps.append(float(s.steps[bad[0]]) - 1e-9)
+                steps.append(float(s.steps[bad[0]]) - 1e-9)  # a numeric tolerance: just before the bad step
     return min(steps)

@@ -3,9 +3,9 @@
 **What it looks for.** Upward spikes of the training loss: points more than ``z`` robust standard
 deviations (MAD of the residual) and at least ``min_rel`` of the local level above a short rolling
 median, so a spike is a brief excursion that recovers, not a level change. Spikes right after a
-learning-rate jump (a warm restart) are excluded. Candidate periods come from the gaps between
+learning-rate jump (a rise of more than ``lr_restart_jump``: a warm restart) are excluded. Candidate periods come from the gaps between
 spikes (and the epoch length, when the run logs its epoch); for each, the spikes are folded onto
-their phase within the period (within 1 % of it, or one logging interval: data-order spikes recur
+their phase within the period (within ``phase_tolerance`` of it, or one logging interval: data-order spikes recur
 at an exact step period, and a loose window lets random spikes line up). The spikes are periodic when in-phase spikes appear in at least
 ``min_spikes`` cycles and in at least ``min_coverage`` of the run's cycles (sparse logging may miss
 some), and hitting that many cycles by chance — given how many spikes there are and how
@@ -15,14 +15,6 @@ so unrelated noise spikes neither hide the pattern nor fake one.
 **Why it matters.** A spike at the same place every epoch points at the data, not the optimizer:
 the loader does not shuffle, or one shard or batch is corrupt (bad labels, extreme values, a
 sequence or image size far outside the rest).
-
-**Thresholds.** ``z`` (6), ``min_rel`` (0.15), ``min_spikes`` (5), ``min_coverage`` (0.85), ``max_p_value`` (0.01),
-``window`` (9 points of rolling baseline), ``critical_height`` (1.0: spikes that double the loss),
-``min_points`` (40).
-
-**Fix.** Shuffle the data every epoch (``DataLoader(shuffle=True)``, a new seed per epoch for
-distributed samplers); find the batch at the spike steps (log sample ids) and check its labels and
-inputs; clip gradients to limit the damage of a bad batch.
 """
 
 from __future__ import annotations
@@ -36,6 +28,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
+from ._thresholds import knob
 
 ID = "periodic-spikes"
 TITLE = "Periodic loss spikes"
@@ -51,25 +44,30 @@ RECOMMENDATION = (
 
 @dataclass(frozen=True)
 class Thresholds:
-    z: float = 6.0
-    min_rel: float = 0.15
-    min_spikes: int = 5
-    min_coverage: float = 0.85
-    max_p_value: float = 0.01
-    window: int = 9
-    critical_height: float = 1.0
-    min_points: int = 40
+    z: float = knob(6.0, "a spike is more than this many robust standard deviations above the rolling median")
+    min_rel: float = knob(0.15, "and at least this share of the local level above it")
+    min_spikes: int = knob(5, "cycles holding an in-phase spike needed")
+    min_coverage: float = knob(0.85, "share of the run's cycles holding an in-phase spike needed")
+    max_p_value: float = knob(0.01, "the chance of hitting that many cycles at random must be at most this (binomial, Bonferroni)")
+    window: int = knob(9, "points of the rolling-median baseline; also the reach of a learning-rate restart in logging intervals")
+    critical_height: float = knob(1.0, "critical when the median spike is more than this share above the local level (1.0: doubles the loss)")
+    min_points: int = knob(40, "finite train-loss points needed to judge")
+    lr_restart_jump: float = knob(0.5, "a learning-rate rise of more than this share is a restart; spikes right after it are excluded")
+    phase_tolerance: float = knob(0.01, "spikes within this share of the period (or a third of the shortest period tried) are in phase")
+    min_period_intervals: float = knob(3.0, "the shortest period tried, in logging intervals")
+    max_spikes: int = knob(300, "cost bound: only the tallest this many spikes are folded (the comb test is quadratic)")
+    epoch_match: float = knob(0.1, "a period within this many epochs of a whole number of epochs is named per epoch")
 
 
 def _epoch_length(history: RoleView) -> float | None:
     """Steps per epoch, from a logged epoch counter."""
     ep = history.series("epoch")
-    if ep is None or len(ep) < 3:
+    if ep is None:
         return None
     e = ep.finite()
-    whole = np.floor(e.values + 1e-9)
+    whole = np.floor(e.values + 1e-9)  # 1e-9: a float guard (2.9999999 logged for epoch 3)
     change = np.flatnonzero(np.diff(whole) > 0) + 1
-    if len(change) < 2:
+    if len(change) < 2:  # a length needs two epoch boundaries (also covers a counter of fewer than three points)
         return None
     return float(np.median(np.diff(e.steps[change])))
 
@@ -86,7 +84,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     idx = stats.spikes(v, thresholds.window, thresholds.z, thresholds.min_rel)
     lr = history.series("lr")
     if lr is not None and len(idx):
-        restarts = stats.lr_restarts(lr.steps, lr.values)
+        restarts = stats.lr_restarts(lr.steps, lr.values, thresholds.lr_restart_jump)
         if len(restarts):
             gap = float(np.median(np.diff(s))) * thresholds.window
             near = np.abs(s[idx][:, None] - restarts[None, :]).min(axis=1) <= gap
@@ -94,12 +92,12 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     if len(idx) < thresholds.min_spikes:
         return c.ok(_SELF, f"{len(idx)} isolated spike(s) in {key}; no periodic pattern")
     base = stats.rolling_median(v, thresholds.window)
-    if len(idx) > 300:  # the comb test is quadratic in spikes; the tallest 300 carry any period
-        idx = np.sort(idx[np.argsort(v[idx] - base[idx])[-300:]])
+    if len(idx) > thresholds.max_spikes:  # the comb test is quadratic in spikes; the tallest 300 carry any period
+        idx = np.sort(idx[np.argsort(v[idx] - base[idx])[-thresholds.max_spikes:]])
     cadence = float(np.median(np.diff(s)))
     epoch_len = _epoch_length(history)
-    comb = stats.periodic_comb(s[idx], float(s[0]), float(s[-1]), 3 * cadence,
-                               np.array([epoch_len]) if epoch_len else None)
+    comb = stats.periodic_comb(s[idx], float(s[0]), float(s[-1]), thresholds.min_period_intervals * cadence,
+                               np.array([epoch_len]) if epoch_len else None, thresholds.phase_tolerance)
     regular = (comb is not None and comb.cycles_hit >= thresholds.min_spikes and comb.coverage >= thresholds.min_coverage
                and comb.p_value <= thresholds.max_p_value)
     if not regular:
@@ -108,12 +106,12 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return c.ok(_SELF, f"{len(idx)} spikes in {key}, but no period explains them ({best})")
     period, coverage, in_phase = comb.period, comb.coverage, comb.cycles_hit
     idx = idx[comb.in_phase]
-    heights = (v[idx] - base[idx]) / np.maximum(np.abs(base[idx]), 1e-12)
+    heights = (v[idx] - base[idx]) / np.maximum(np.abs(base[idx]), 1e-12)  # 1e-12: a numeric guard
     height = float(np.median(heights))
     per_epoch = ""
     if epoch_len:
         multiple = period / epoch_len
-        if abs(multiple - round(multiple)) < 0.1 and round(multiple) >= 1:
+        if abs(multiple - round(multiple)) < thresholds.epoch_match and round(multiple) >= 1:
             per_epoch = " — once per epoch" if round(multiple) == 1 else f" — every {round(multiple)} epochs"
     evidence = [
         Evidence(key, period, None, float(s[idx[0]]), float(s[idx[-1]]), "spike_period",

@@ -1,6 +1,6 @@
 """Loss falls, but so slowly that the run will not get anywhere.
 
-**What it looks for.** After warm-up, before any NaN, and past the first tenth of the run (where a
+**What it looks for.** After warm-up, before any NaN, and past the first ``settle_share`` of the run (where a
 run settles), a straight line is fitted through the medians of ``bins`` bins of the training loss
 (medians shrug off heavy-tailed batch noise). The loss is falling steadily when that line's slope
 is significantly negative (t ≤ −``min_t``) and still negative over the second half
@@ -13,13 +13,6 @@ loss at the current rate (critical beyond ``critical_runs_to_halve``).
 **Why it matters.** Typical causes are an initialization that is too small (activations saturate),
 unnormalized input features, or an optimizer set up too timidly (a tiny learning rate, a huge Adam
 epsilon). The run burns compute for a model that is barely better than its start.
-
-**Thresholds.** ``max_improvement`` (0.15), ``min_t`` (2.5), ``min_t_tail`` (1), ``min_val_t`` (10), ``bins`` (30),
-``critical_runs_to_halve`` (20), ``min_runs_to_halve`` (4), ``min_points`` (30).
-
-**Fix.** Normalize input features (zero mean, unit variance); use a standard initialization
-(He/Kaiming for ReLU, Xavier/Glorot for tanh) and add Batch/LayerNorm; raise the learning rate
-(an LR range test finds it quickly); with Adam, use the default epsilon (1e-8).
 """
 
 from __future__ import annotations
@@ -34,6 +27,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
+from ._thresholds import knob
 
 ID = "slow-convergence"
 TITLE = "Extremely slow convergence"
@@ -48,35 +42,40 @@ RECOMMENDATION = (
 
 @dataclass(frozen=True)
 class Thresholds:
-    max_improvement: float = 0.15
-    min_t: float = 2.5
-    min_t_tail: float = 1.0
-    min_val_t: float = 10.0
-    bins: int = 30
-    critical_runs_to_halve: float = 20.0
-    min_runs_to_halve: float = 4.0
-    min_points: int = 30
+    max_improvement: float = knob(0.15, "a fitted fall below this share of the starting loss is small")
+    min_t: float = knob(2.5, "the binned loss falls steadily when its trend t statistic is at most -min_t")
+    min_t_tail: float = knob(1.0, "and its second half's t statistic is at most -min_t_tail (a finished plateau is not slow)")
+    min_val_t: float = knob(10.0, "or the val loss falls with a trend t statistic of at most -min_val_t")
+    bins: int = knob(30, "bins of the train loss whose medians the line is fitted through")
+    critical_runs_to_halve: float = knob(20.0, "critical when halving the loss at the end-of-run slope takes more runs than this")
+    min_runs_to_halve: float = knob(4.0, "ok when the loss would halve within this many more runs of this length")
+    min_points: int = knob(30, "finite train-loss points after warm-up needed to judge")
+    settle_share: float = knob(0.1, "share at the start where a run settles, left out of the fit")
+    min_bins: int = knob(6, "bins left after the settling share needed to fit a line")
+    min_val_points: int = knob(5, "finite val-loss points needed to fit the val line")
+    line_max_points: int = knob(4000, "cost bound: a longer series is fitted through line_bins bin medians instead")
+    line_bins: int = knob(2000, "bins a series longer than line_max_points is reduced to before the fit")
 
 
-def _line(s: np.ndarray, v: np.ndarray):
+def _line(s: np.ndarray, v: np.ndarray, thresholds: Thresholds):
     """Least-squares line through the loss: slope, its t statistic, and the fitted start and end."""
-    if len(v) > 4000:  # a line through 2,000 bin medians is the same line, at bounded cost
-        b = stats.binned(s, v, 2000)
+    if len(v) > thresholds.line_max_points:  # a line through 2,000 bin medians is the same line, at bounded cost
+        b = stats.binned(s, v, thresholds.line_bins)
         s, v = b.steps, b.median
     fit = scipy_stats.linregress(s, v)
     t = fit.slope / fit.stderr if fit.stderr > 0 else (-np.inf if fit.slope < 0 else 0.0)
     return fit.slope, float(t), fit.intercept + fit.slope * s[0], fit.intercept + fit.slope * s[-1]
 
 
-def _val_line(history: RoleView, death: float):
+def _val_line(history: RoleView, death: float, thresholds: Thresholds):
     """The val loss' fitted line (a fixed evaluation set: its fall is nearly noise-free), or None."""
     val = history.series("val_loss")
     if val is None:
         return None
     val = val.finite().between(-np.inf, death)
-    if len(val) < 5:
+    if len(val) < thresholds.min_val_points:
         return None
-    return _line(val.steps, val.values)
+    return _line(val.steps, val.values, thresholds)
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -86,19 +85,19 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     key = history.key("train_loss")
     # The first tenth is where a run settles (a blow-up, a fast first drop); the question is how
     # the loss behaves after that. Medians of 30 bins shrug off heavy-tailed batch noise.
-    skip = len(loss) // 10
+    skip = int(len(loss) * thresholds.settle_share)
     b = stats.binned(loss.steps[skip:], loss.values[skip:], thresholds.bins)
     s, v = b.steps, b.median
-    if len(v) < 6:
-        return c.skipped(_SELF, f"only {len(v)} train-loss bins after the first tenth; need 6")
-    slope, t_all, start_fit, end_fit = _line(s, v)
+    if len(v) < thresholds.min_bins:
+        return c.skipped(_SELF, f"only {len(v)} train-loss bins after the first tenth; need {thresholds.min_bins}")
+    slope, t_all, start_fit, end_fit = _line(s, v, thresholds)
     half = len(v) // 2
-    _, t_tail, _, _ = _line(s[half:], v[half:])
+    _, t_tail, _, _ = _line(s[half:], v[half:], thresholds)
     if start_fit <= 0:
         return c.skipped(_SELF, f"{key} is not positive; relative change is undefined")
     improvement = (start_fit - end_fit) / start_fit
     span = s[-1] - s[0]
-    val_line = _val_line(history, float(loss.steps[-1]))
+    val_line = _val_line(history, float(loss.steps[-1]), thresholds)
     val_improvement = (val_line[2] - val_line[3]) / val_line[2] if val_line and val_line[2] > 0 else None
 
     train_falls = t_all <= -thresholds.min_t and t_tail <= -thresholds.min_t_tail

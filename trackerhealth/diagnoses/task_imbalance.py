@@ -9,13 +9,6 @@ changed by less than ``flat_change`` of its starting level over the run. Critica
 
 **Why it matters.** The optimizer follows the dominant term's gradient; the flat task is not being
 trained, whatever its weight in the report.
-
-**Thresholds.** ``dominant_share`` (0.9), ``critical_share`` (0.99), ``flat_change`` (0.05),
-``tail`` (0.5), ``min_points`` (10).
-
-**Fix.** Normalize the loss terms (scale regression targets, divide each loss by its initial value)
-or weight them dynamically (GradNorm, uncertainty weighting); log each task's gradient norm to
-watch the balance.
 """
 
 from __future__ import annotations
@@ -29,6 +22,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
+from ._thresholds import knob
 
 ID = "task-imbalance"
 TITLE = "Multi-task loss imbalance"
@@ -43,11 +37,13 @@ RECOMMENDATION = (
 
 @dataclass(frozen=True)
 class Thresholds:
-    dominant_share: float = 0.9
-    critical_share: float = 0.99
-    flat_change: float = 0.05
-    tail: float = 0.5
-    min_points: int = 10
+    dominant_share: float = knob(0.9, "one task holding more than this share of the summed loss dominates (the seed)")
+    critical_share: float = knob(0.99, "critical above this share")
+    flat_change: float = knob(0.05, "a task whose loss changed by less than this share of its start is flat")
+    tail: float = knob(0.5, "share of the run at the end over which the shares are measured")
+    min_points: int = knob(10, "finite points a task loss needs to count")
+    change_head_share: float = knob(0.02, "share at the start whose median is a task's starting level (at least 3 points)")
+    change_tail_share: float = knob(0.2, "share at the end whose median is a task's end level")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -62,8 +58,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         v = f.values
         tail = v[int(len(v) * (1 - thresholds.tail)):]
         levels.append(abs(float(np.median(tail))))
-        head, end = stats.head_tail(v)
-        changes.append(abs(head - end) / (abs(head) or 1e-12))
+        head, end = stats.head_tail(v, thresholds.change_head_share, thresholds.change_tail_share)
+        changes.append(abs(head - end) / (abs(head) or 1e-12))  # 1e-12: a numeric guard against a zero start
         names.append((label, key))
         spans.append((float(f.steps[0]), float(f.steps[-1])))
     if len(levels) < 2:

@@ -9,13 +9,6 @@ early layers are more than ``ratio``× smaller than the late ones, or when every
 
 **Why it matters.** Layers that receive no gradient do not learn: a deep network then behaves like
 a shallow one on top of random features.
-
-**Thresholds.** ``tiny`` (1e-7), ``min_late`` (1e-4), ``ratio`` (1e-4), ``early_share`` (0.25),
-``min_layers`` (3).
-
-**Fix.** Add residual connections and normalization (Batch/LayerNorm); replace sigmoid/tanh with
-ReLU/GELU; use He/Xavier initialization; monitor per-layer gradient flow (log
-``grad_norm/<layer>``).
 """
 
 from __future__ import annotations
@@ -29,6 +22,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
+from ._thresholds import knob
 
 ID = "vanishing-gradients"
 TITLE = "Vanishing gradients in early layers"
@@ -43,11 +37,11 @@ RECOMMENDATION = (
 
 @dataclass(frozen=True)
 class Thresholds:
-    tiny: float = 1e-7
-    min_late: float = 1e-4
-    ratio: float = 1e-4
-    early_share: float = 0.25
-    min_layers: int = 3
+    tiny: float = knob(1e-7, "early layers' median gradient norm below this vanishes (the seed)")
+    min_late: float = knob(1e-4, "critical only while the late layers' norm is at least this (normal)")
+    ratio: float = knob(1e-4, "a warning when early layers are more than 1/ratio times smaller than late ones")
+    early_share: float = knob(0.25, "share of the layers at each end compared (first vs last)")
+    min_layers: int = knob(3, "layers with gradient norms needed to judge")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
