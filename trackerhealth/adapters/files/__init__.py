@@ -62,12 +62,9 @@ def read_paths(paths, *, step_column: str | None = None) -> tuple[list[RunHistor
     errors: list[dict[str, str]] = []
     for path in paths:
         try:
-            found, bad = collect_histories(path, step_column=step_column)
+            found, bad = _guarded(Path(path), lambda p=path: collect_histories(p, step_column=step_column))
         except InputError as exc:
             errors.append({"source": str(path), "message": exc.problem})
-            continue
-        except OSError as exc:
-            errors.append({"source": str(path), "message": f"cannot read: {exc.strerror or exc}"})
             continue
         errors.extend({"source": str(e.path or path), "message": e.problem} for e in bad)
         histories.extend(found)
@@ -101,13 +98,13 @@ def _read_folder(root: Path, step_column: str | None) -> tuple[list[RunHistory],
     histories: list[RunHistory] = []
     errors: list[InputError] = []
     for run in found.mlflow_runs:
-        _collect(histories, errors, lambda r=run: _read_run_folder(r))
+        _collect(histories, errors, run, lambda r=run: _read_run_folder(r))
     for run in found.wandb_runs:
-        _collect(histories, errors, lambda r=run: [_read_wandb(r)])
+        _collect(histories, errors, run, lambda r=run: [_read_wandb(r)])
     for run_dir, files in found.event_runs.items():
         origin = Origin(path=run_dir, project=run_dir.resolve().parent.name, id=stable_id(run_dir),
                         name=run_dir.resolve().name, updated_at=max((mtime(f) or 0.0) for f, _ in files) or None)
-        _collect(histories, errors, lambda f=files, o=origin: [read_event_files(f, o)])
+        _collect(histories, errors, run_dir, lambda f=files, o=origin: [read_event_files(f, o)])
     skipped = 0
     for file in found.files:
         try:
@@ -122,23 +119,41 @@ def _read_folder(root: Path, step_column: str | None) -> tuple[list[RunHistory],
     return histories, errors
 
 
-def _collect(histories: list, errors: list, read) -> None:
+def _collect(histories: list, errors: list, path: Path, read) -> None:
     try:
-        histories.extend(read())
+        histories.extend(_guarded(path, read))
     except InputError as exc:
         errors.append(exc)
 
 
+_DAMAGE = (OSError, EOFError, UnicodeError, zlib.error, pa.ArrowException, ValueError, OverflowError)
+
+
 def _guarded(path: Path, read):
+    """``read()``, with every failure but an interrupt turned into an InputError naming ``path``:
+    one file the readers did not foresee must cost its own run, never the whole ``analyze``."""
     try:
         return read()
     except InputError:
         raise
-    except (OSError, EOFError, UnicodeError, zlib.error, pa.ArrowException, ValueError) as exc:
-        # Damage the readers did not foresee still names the file instead of escaping as a traceback.
-        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        raise InputError(path, f"could not be read ({type(exc).__name__}: {detail}); it may be "
-                               "truncated or damaged") from exc
+    except RecursionError:
+        raise InputError(path, "nested too deeply to read (a thousand levels or more): no metrics log "
+                               "is shaped like this — the file is damaged or is not a training log") from None
+    except MemoryError:
+        raise InputError(path, "too large to read in the memory available; split the file or analyze "
+                               "it on a machine with more memory") from None
+    except _DAMAGE as exc:
+        raise InputError(path, f"could not be read ({_first_line(exc)}); it may be truncated or damaged: "
+                               "re-export it, or use an older copy") from exc
+    except Exception as exc:  # noqa: BLE001 - see the docstring; the message asks for a report
+        raise InputError(path, f"could not be read: the reader failed unexpectedly ({_first_line(exc)}); "
+                               "the file may be damaged — if it is not, please report this "
+                               "to trackerhealth's issue tracker with the file attached") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def _read_file(path: Path, step_column: str | None, in_folder: bool = False) -> list[RunHistory]:

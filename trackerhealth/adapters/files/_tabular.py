@@ -84,7 +84,7 @@ def sniff(path: Path) -> Sniffed:
         first, _, rest = text.partition("\n")
         try:
             row = json.loads(first)
-        except ValueError:
+        except (ValueError, RecursionError):
             return Sniffed("json", gz)  # a pretty-printed document (or a first line over 64 KiB)
         if not isinstance(row, dict) or "log_history" in row:
             return Sniffed("json", gz)
@@ -160,6 +160,8 @@ def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
                     row = json.loads(line)
                 except ValueError as exc:
                     row, first_bad = None, first_bad or f"line {number}: {exc}"
+                except RecursionError:
+                    row, first_bad = None, first_bad or f"line {number}: nested too deeply to read"
                 if isinstance(row, dict):
                     rows.append(row)
                 else:
@@ -171,7 +173,8 @@ def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
         raise NotMetrics(path, f"no line is a JSON object ({first_bad}); expected JSON lines: one "
                                '{"step": ..., "loss": ...} object per line')
     notes = [f"{bad} unreadable line(s) skipped ({first_bad})"] if bad else []
-    return records_to_table(rows), notes
+    table = records_to_table(rows, notes)
+    return table, notes
 
 
 def read_parquet(path: Path) -> tuple[pa.Table, list[str]]:
