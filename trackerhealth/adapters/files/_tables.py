@@ -161,6 +161,7 @@ def _long(table, cols, origin, step, key, value, notes) -> list[RunHistory]:
         raise InputError(path, f"long table: column {value!r} holds no numbers; {LAYOUT_HINT}")
     if num.note(value):
         notes.append(num.note(value))
+    num = _blank_values_as_nan(num, codes, notes)
     keep = num.present & (codes >= 0)
     if step is not None:
         steps = _step_numbers(table.column(step), path, step)
@@ -188,6 +189,22 @@ def _long(table, cols, origin, step, key, value, notes) -> list[RunHistory]:
         out.append(build_history(part, steps[sub], sub_keys, num.values[sub],
                                  None if wall is None else wall[sub], notes))
     return out
+
+
+def _blank_values_as_nan(num: Numeric, codes: np.ndarray, notes: list[str]) -> Numeric:
+    """In a long table a row exists only because a value was logged, so an empty value is a
+    non-finite one: pandas writes NaN as an empty CSV cell, ``to_json`` writes NaN and Inf as
+    null, and pandas >= 3 with pyarrow writes a float NaN to Parquet as null. (In a wide table a
+    blank cell means "not logged in this row" and stays out.)"""
+    blank = num.blank() & (codes >= 0)
+    n_blank = int(blank.sum())
+    if not n_blank:
+        return num
+    values = num.values.copy()
+    values[blank] = np.nan
+    notes.append(f"{n_blank} row(s) with an empty value read as NaN (a long table's row is a logged "
+                 "value; pandas writes NaN as an empty cell or null)")
+    return Numeric(num.present | blank, values, num.n_text, num.example, num.text)
 
 
 def _long_wall(table, cols) -> np.ndarray | None:
