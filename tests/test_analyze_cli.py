@@ -24,7 +24,7 @@ def test_json_output_follows_the_contract():
     doc = json.loads(res.output)
     assert set(doc) >= {"runs", "errors"} and len(doc["runs"]) == 2
     for r in doc["runs"]:
-        assert set(r["run"]) == {"tracker", "project", "id", "name"}
+        assert set(r["run"]) - {"source"} == {"tracker", "project", "id", "name"}  # source: the file read
         assert set(r["scores"]) == {"convergence_speed", "stability", "gradient_health", "resource_efficiency", "overfitting_risk"}
         for f in r["findings"]:
             assert set(f) >= {"id", "level", "message", "recommendation", "evidence"}

@@ -43,9 +43,13 @@ class RunRef:
     url: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
     tags: tuple[str, ...] = ()
+    source: str | None = None  # the local file or folder a run was read from (the files adapter)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tracker": self.tracker, "project": self.project, "id": self.id, "name": self.name or self.id}
+        out = {"tracker": self.tracker, "project": self.project, "id": self.id, "name": self.name or self.id}
+        if self.source is not None:
+            out["source"] = self.source
+        return out
 
 
 class Series(NamedTuple):

@@ -20,6 +20,7 @@ worked around (text in a numeric column, no step column) are worked around and t
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -171,11 +172,13 @@ def _read_wandb(path: Path) -> RunHistory:
 
     def read() -> RunHistory:
         try:
-            return read_run_folder(path)
+            history = read_run_folder(path)
         except WandbFolderError as exc:
             raise InputError(exc.path, exc.problem) from None
         except WandbMissing as exc:
             raise InputError(path, str(exc)) from None
+        history.ref = replace(history.ref, source=str(path))  # where analyze read it, as for every file
+        return history
 
     return _guarded(path, read)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ class Sniffed:
     delimiter: str = ","
     encoding: str = "utf8"
     header: str = ""  # first line of a CSV, already decoded
+    decimal_comma: bool = False  # numbers written 0,25 (a CSV with ';' between fields)
 
 
 def looks_supported(path: Path) -> bool:
@@ -66,35 +68,71 @@ def sniff(path: Path) -> Sniffed:
             raise InputError(path, "gzip data is corrupt; re-export or decompress the file") from None
     if not head.strip():
         return Sniffed("empty", gz)
-    if b"\x00" in head[:8192]:
+    utf16 = _utf16(head)
+    if utf16 is None and b"\x00" in head[:8192]:
         return Sniffed("binary", gz)
-    try:
-        text = head.decode("utf-8")
-        encoding = "utf8"
-    except UnicodeDecodeError as exc:
-        # A cut in the middle of a multi-byte character at the end of the sample is not an error.
-        if exc.start >= len(head) - 4:
-            text, encoding = head[: exc.start].decode("utf-8"), "utf8"
-        else:
-            text, encoding = head.decode("latin-1"), "latin-1"
+    text, encoding = _decode(head) if utf16 is None else utf16
     text = text.lstrip("\ufeff").lstrip()
     if text[:1] == "[":
-        return Sniffed("json", gz)
+        return Sniffed("json", gz, encoding=encoding)
     if text[:1] == "{":
         first, _, rest = text.partition("\n")
         try:
             row = json.loads(first)
         except (ValueError, RecursionError):
-            return Sniffed("json", gz)  # a pretty-printed document (or a first line over 64 KiB)
+            return Sniffed("json", gz, encoding=encoding)  # a pretty-printed document (or a first line over 64 KiB)
         if not isinstance(row, dict) or "log_history" in row:
-            return Sniffed("json", gz)
+            return Sniffed("json", gz, encoding=encoding)
         # One line alone is JSON lines only if it looks like a logged row, not like a config.
         one_row = rest.strip() == "" and not any(k in row for k in _STEP_KEYS)
-        return Sniffed("json" if one_row else "jsonl", gz)
-    header = text.split("\n", 1)[0]
+        return Sniffed("json" if one_row else "jsonl", gz, encoding=encoding)
+    header = text.split("\n", 1)[0].rstrip("\r")
+    delimiter = _delimiter(text, header)
+    return Sniffed("csv", gz, delimiter, encoding, header, _decimal_comma(text, delimiter))
+
+
+def _utf16(head: bytes) -> tuple[str, str] | None:
+    """Text of a UTF-16 file (Excel's "Unicode text", PowerShell's ``>``), known by its BOM."""
+    if head[:2] not in (b"\xff\xfe", b"\xfe\xff"):
+        return None
+    return head[: len(head) // 2 * 2].decode("utf-16", errors="replace"), "utf-16"
+
+
+def _decode(head: bytes) -> tuple[str, str]:
+    try:
+        return head.decode("utf-8"), "utf8"
+    except UnicodeDecodeError as exc:
+        # A cut in the middle of a multi-byte character at the end of the sample is not an error.
+        if exc.start >= len(head) - 4:
+            return head[: exc.start].decode("utf-8"), "utf8"
+        return head.decode("latin-1"), "latin-1"
+
+
+def _delimiter(text: str, header: str) -> str:
+    """The field separator, from the first lines (csv.Sniffer: the delimiter that splits every
+    line into the same number of fields), else the one the header holds most of."""
+    sample = "\n".join(text.splitlines()[:50])
+    try:
+        found = csv.Sniffer().sniff(sample, delimiters="".join(_DELIMITERS)).delimiter
+    except csv.Error:
+        found = None
+    if found and header.count(found):
+        return found
     counts = {d: header.count(d) for d in _DELIMITERS}
-    delimiter = max(_DELIMITERS, key=lambda d: counts[d]) if any(counts.values()) else ","
-    return Sniffed("csv", gz, delimiter, encoding, header)
+    return max(_DELIMITERS, key=lambda d: counts[d]) if any(counts.values()) else ","
+
+
+_DECIMAL_COMMA = re.compile(r"^[-+]?\d+,\d+(?:[eE][-+]?\d+)?$")
+_DECIMAL_POINT = re.compile(r"^[-+]?\d*\.\d+(?:[eE][-+]?\d+)?$")
+
+
+def _decimal_comma(text: str, delimiter: str) -> bool:
+    """Whether numbers are written ``0,25`` (a spreadsheet saved in a European locale, with ';'
+    between fields): only when some cell needs it and none is written with a point."""
+    if delimiter == ",":
+        return False
+    cells = [c.strip().strip('"') for line in text.splitlines()[1:200] for c in line.split(delimiter)]
+    return any(_DECIMAL_COMMA.match(c) for c in cells) and not any(_DECIMAL_POINT.match(c) for c in cells)
 
 
 def _stream(path: Path, sniffed: Sniffed):
@@ -102,7 +140,10 @@ def _stream(path: Path, sniffed: Sniffed):
 
 
 def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
-    row = next(csv.reader([sniffed.header], delimiter=sniffed.delimiter), [])
+    try:
+        row = next(csv.reader([sniffed.header], delimiter=sniffed.delimiter), [])
+    except csv.Error:  # a stray carriage return or quote in the header: Arrow decides the names
+        row = sniffed.header.split(sniffed.delimiter)
     header = [c.strip().lstrip("\ufeff") for c in row]
     lowered = {h.lower(): h for h in header}
     types = {}
@@ -118,18 +159,35 @@ def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
     read = pa_csv.ReadOptions(encoding=sniffed.encoding, block_size=1 << 22)
     parse = pa_csv.ParseOptions(delimiter=sniffed.delimiter, invalid_row_handler=skip)
     convert = pa_csv.ConvertOptions(
-        null_values=list(NULL_TOKENS), strings_can_be_null=True, quoted_strings_can_be_null=True, column_types=types
+        null_values=list(NULL_TOKENS), strings_can_be_null=True, quoted_strings_can_be_null=True, column_types=types,
+        decimal_point="," if sniffed.decimal_comma else ".",
     )
     try:
         table = pa_csv.read_csv(_stream(path, sniffed), read_options=read, parse_options=parse, convert_options=convert)
     except (pa.ArrowException, OSError, UnicodeDecodeError, EOFError) as exc:
         raise InputError(path, _csv_problem(exc, sniffed)) from None
     notes = []
-    if sniffed.encoding != "utf8":
+    if sniffed.encoding == "latin-1":
         notes.append("the file is not UTF-8; read as Latin-1")
+    if sniffed.decimal_comma:
+        notes.append(f"the file uses {sniffed.delimiter!r} as separator and ',' as decimal mark; read so")
     if bad:
         notes.append(f"{len(bad)} malformed row(s) skipped (wrong number of fields, e.g. {bad[0][:60]!r})")
+    if table.num_rows and not sniffed.gzip and not _ends_with_newline(path):
+        notes.append("the last line has no line end: the file may be cut short or still being written "
+                     "(its last row may be incomplete, and anything logged after it is missing)")
     return table, notes
+
+
+def _ends_with_newline(path: Path) -> bool:
+    # Every logger (pandas, csv.writer, Lightning) ends a row with a line end; a file that stops
+    # without one was cut mid-row.
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(-1, 2)
+            return fh.read(1) in (b"\n", b"\r")
+    except OSError:
+        return True
 
 
 def _csv_problem(exc: Exception, sniffed: Sniffed) -> str:
@@ -152,7 +210,7 @@ def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
     rows, bad, first_bad = [], 0, ""
     try:
         opener = gzip.open if sniffed.gzip else open
-        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+        with opener(path, "rt", encoding=sniffed.encoding, errors="replace") as fh:
             for number, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
@@ -207,4 +265,4 @@ def read_json_text(path: Path, sniffed: Sniffed) -> str:
             raw = fh.read()
     except (OSError, EOFError) as exc:
         raise _unreadable(path, sniffed, exc) from None
-    return raw.decode("utf-8", errors="replace")
+    return raw.decode(sniffed.encoding, errors="replace")
