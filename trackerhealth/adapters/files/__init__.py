@@ -201,9 +201,30 @@ def _read_one(path: Path, step_column: str | None, in_folder: bool) -> list[RunH
         return json_document_histories(path, sniffed, step_column, _jsonl_reader(in_folder), in_folder)
     if kind == "jsonl":
         return _jsonl_reader(in_folder)(path, sniffed, step_column)
-    table, notes = read_parquet(path) if kind == "parquet" else read_csv(path, sniffed)
-    return table_histories(table, Origin.for_file(path), step_column=step_column,
-                           require_step=in_folder, notes=tuple(notes))
+    if kind == "parquet":
+        table, notes = read_parquet(path)
+        return table_histories(table, Origin.for_file(path), step_column=step_column,
+                               require_step=in_folder, notes=tuple(notes))
+    table, notes = read_csv(path, sniffed)
+    try:
+        return table_histories(table, Origin.for_file(path), step_column=step_column,
+                               require_step=in_folder, notes=tuple(notes))
+    except InputError as exc:
+        hint = _separator_hint(sniffed, table.num_columns)
+        if not hint:
+            raise
+        raise type(exc)(exc.path, f"{exc.problem} ({hint})") from None
+
+
+def _separator_hint(sniffed: Sniffed, columns: int) -> str:
+    """Where a CSV could not be used, whether its separator may be why."""
+    if sniffed.delimiter != ",":
+        return f"this file uses {sniffed.delimiter!r} as separator and was read so"
+    others = [d for d in ";\t|" if d in sniffed.header]
+    if columns == 1 and others:
+        return (f"the header holds no ',' but {others[0]!r}: if that is the separator, "
+                "re-export the file with ',' between fields")
+    return ""
 
 
 def _jsonl_reader(in_folder: bool):

@@ -236,6 +236,11 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
             continue
         if num.note(name):
             notes.append(num.note(name))
+        stopped = _stopped_logging(num)
+        if stopped is not None:
+            notes.append(f"'{name}' is blank in every row from row {stopped + 1} of {n} on, after a value in every "
+                         "row before: read as not logged — if it went NaN there, the file was written with NaN "
+                         "as a blank cell (pandas' default); write it with na_rep='nan' to keep NaN")
         metrics.append((name, num))
     if not metrics:
         raise NotMetrics(path, f"no numeric metric columns found; {LAYOUT_HINT} — {STEP_HINT}")
@@ -263,6 +268,25 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
     for part, rows in groups:
         out.append(_wide_history(part, steps, wall, metrics, names, rows, notes))
     return out
+
+
+_MIN_ROWS_STOPPED = 5
+
+
+def _stopped_logging(num: Numeric) -> int | None:
+    """The row from which a column logged in every row before is blank to the end, or None.
+
+    In a wide table a blank is "not logged", but a metric that stops for good while the rows go on
+    is how a NaN looks after pandas writes it (``na_rep=''``): worth a note, not a guess."""
+    present = num.present
+    n = len(present)
+    if n < 2 * _MIN_ROWS_STOPPED or present[-1] or not present[0]:
+        return None
+    first_blank = int(np.argmin(present))
+    if first_blank < _MIN_ROWS_STOPPED or n - first_blank < _MIN_ROWS_STOPPED or present[first_blank:].any():
+        return None
+    blank = num.blank()
+    return first_blank if blank[first_blank:].all() else None
 
 
 def _wide_history(origin, steps, wall, metrics, names, rows, notes) -> RunHistory:
