@@ -443,6 +443,9 @@ def test_realworld_every_entry_parses():
         "33ty6yge", "txfvknmi", "ugaeu18w", "xinacahi"]
     runs = [r for r in runs if r is not None]
     assert all(r.n_points > 0 for r in runs)
+    # Every run says which file or folder it was read from (W&B folders too, read by their adapter).
+    assert all(r.ref.source and Path(r.ref.source).exists() for r in runs)
+    assert all(Path(r.ref.source).is_relative_to(REALWORLD) for r in runs)
 
 
 @needs_realworld

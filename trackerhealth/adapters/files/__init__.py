@@ -11,10 +11,13 @@
 * W&B run folders and their ``run-<id>.wandb`` logs, offline or synced (needs the ``wandb`` extra;
   read by :mod:`trackerhealth.adapters.wandb`).
 
-Formats are recognised by content, not only by name. Input that cannot be used raises
-:class:`InputError`, whose message says what is wrong and how to fix it; quirks that could be
-worked around (text in a numeric column, no step column) are worked around and told in
-``RunHistory.notes``.
+Formats are recognised by content, not only by name (the CSV separator, decimal commas, UTF-16
+too). Input that cannot be used raises :class:`InputError`, whose message says what is wrong and
+how to fix it — any failure of a reader, foreseen or not, becomes one for that file, so one bad
+file never stops the others (:func:`read_paths`). Quirks that could be worked around (text in a
+numeric column, no step column, a file cut short, a damaged TensorBoard record) are worked around
+and told in ``RunHistory.notes``: a file read only up to its damage says so on the run.
+Each run's ``RunRef.source`` is the file or folder it was read from.
 """
 
 from __future__ import annotations

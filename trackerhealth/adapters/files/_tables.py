@@ -3,7 +3,9 @@
 Two layouts are understood:
 
 * **long** -- one row per logged value: a step column, a key column (``key``/``metric``/``tag``/
-  ``name``), a ``value`` column and optionally a wall-time column;
+  ``name``), a ``value`` column and optionally a wall-time column; a row exists because a value
+  was logged, so an empty or null value is a logged NaN (how pandas writes NaN to CSV and JSON,
+  and with pandas >= 3 and pyarrow to Parquet);
 * **wide** -- one row per logging call: a step column plus one column per metric; a blank cell
   means "not logged in this row", an explicit ``nan``/``inf`` is a logged value.
 

@@ -111,7 +111,10 @@ def _decode(head: bytes) -> tuple[str, str]:
 def _delimiter(text: str, header: str) -> str:
     """The field separator, from the first lines (csv.Sniffer: the delimiter that splits every
     line into the same number of fields), else the one the header holds most of."""
-    sample = "\n".join(text.splitlines()[:50])
+    lines = text.splitlines()
+    if len(lines) > 2 and not text.endswith(("\n", "\r")):
+        lines = lines[:-1]  # the 64 KiB sample ends mid-line: that line's field count says nothing
+    sample = "\n".join(lines[:50])
     try:
         found = csv.Sniffer().sniff(sample, delimiters="".join(_DELIMITERS)).delimiter
     except csv.Error:
