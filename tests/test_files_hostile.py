@@ -210,6 +210,23 @@ def test_empty_binary_folder_and_unreadable_files_are_each_an_error(tmp_path, go
     assert "Permission denied" in msg["locked.csv"]
 
 
+def test_a_folder_that_cannot_be_listed_is_an_error_not_a_silent_skip(tmp_path, good_csv, monkeypatch):
+    hidden = good_csv.parent / "locked"
+    hidden.mkdir()
+    shutil.copy(good_csv, hidden / "other.csv")
+    real_scandir = os.scandir
+
+    def scandir(path="."):  # tests run as root, where chmod 000 still lists
+        if Path(path) == hidden:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    histories, errors = read_paths([good_csv.parent])
+    assert [h.ref.name for h in histories] == ["good"]
+    assert [(e["source"], "Permission denied" in e["message"]) for e in errors] == [(str(hidden), True)]
+
+
 def test_utf16_and_latin1_csvs_are_read(tmp_path):
     steps, loss = decaying_loss()
     frame = pd.DataFrame({"step": steps, "loss": loss})

@@ -100,7 +100,9 @@ def collect_histories(
 def _read_folder(root: Path, step_column: str | None) -> tuple[list[RunHistory], list[InputError]]:
     found = walk(root)
     histories: list[RunHistory] = []
-    errors: list[InputError] = []
+    errors: list[InputError] = [
+        InputError(folder, f"cannot be listed ({why}); its runs are not read — check its permissions")
+        for folder, why in found.unreadable]
     for run in found.mlflow_runs:
         _collect(histories, errors, run, lambda r=run: _read_run_folder(r))
     for run in found.wandb_runs:
