@@ -184,6 +184,30 @@ def test_a_csv_cut_mid_row_says_so(tmp_path):
     assert errors == [] and any("no line end" in n and "cut short" in n for n in history.notes)
 
 
+@pytest.mark.parametrize("name", ["run.csv.gz", "run.jsonl.gz"])
+def test_a_cut_gzip_file_is_read_to_the_cut_and_a_corrupt_one_refused(tmp_path, name):
+    steps, loss = decaying_loss(5000)
+    frame = pd.DataFrame({"step": steps, "loss": loss})
+    path = tmp_path / name
+    if name.endswith(".csv.gz"):
+        frame.to_csv(path, index=False)  # pandas infers gzip from the name
+    else:
+        frame.to_json(path, orient="records", lines=True)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    [history], errors = read_paths([path])
+    assert errors == [] and 1000 < len(history["loss"]) < 5000
+    np.testing.assert_allclose(history["loss"].values, loss[: len(history["loss"])])  # nothing invented
+    [note] = history.notes
+    assert "cut short" in note and "missing" in note
+
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF  # deflate may decode garbage up to the final CRC: refused, not read
+    path.write_bytes(bytes(flipped))
+    histories, errors = read_paths([path])
+    assert histories == [] and "corrupt" in errors[0]["message"] and "re-export" in errors[0]["message"]
+
+
 # -- 3. files that are not what their name says ------------------------------------------------
 def test_empty_binary_folder_and_unreadable_files_are_each_an_error(tmp_path, good_csv, monkeypatch):
     (tmp_path / "empty.csv").write_text("")

@@ -165,11 +165,20 @@ def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
         null_values=list(NULL_TOKENS), strings_can_be_null=True, quoted_strings_can_be_null=True, column_types=types,
         decimal_point="," if sniffed.decimal_comma else ".",
     )
+    notes = []
     try:
         table = pa_csv.read_csv(_stream(path, sniffed), read_options=read, parse_options=parse, convert_options=convert)
     except (pa.ArrowException, OSError, UnicodeDecodeError, EOFError) as exc:
-        raise InputError(path, _csv_problem(exc, sniffed)) from None
-    notes = []
+        salvaged = _gzip_whole_lines(path) if sniffed.gzip else None
+        if salvaged is None:
+            raise InputError(path, _csv_problem(exc, sniffed)) from None
+        data, note = salvaged
+        try:
+            table = pa_csv.read_csv(pa.BufferReader(data), read_options=read, parse_options=parse,
+                                    convert_options=convert)
+        except (pa.ArrowException, UnicodeDecodeError):
+            raise InputError(path, _csv_problem(exc, sniffed)) from None
+        notes.append(note)
     if sniffed.encoding == "latin-1":
         notes.append("the file is not UTF-8; read as Latin-1")
     if sniffed.decimal_comma:
@@ -210,32 +219,76 @@ def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
         return table, []
     except (pa.ArrowException, OSError, UnicodeDecodeError):
         pass
-    rows, bad, first_bad = [], 0, ""
+    notes: list[str] = []
     try:
         opener = gzip.open if sniffed.gzip else open
         with opener(path, "rt", encoding=sniffed.encoding, errors="replace") as fh:
-            for number, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as exc:
-                    row, first_bad = None, first_bad or f"line {number}: {exc}"
-                except RecursionError:
-                    row, first_bad = None, first_bad or f"line {number}: nested too deeply to read"
-                if isinstance(row, dict):
-                    rows.append(row)
-                else:
-                    bad += 1
-                    first_bad = first_bad or f"line {number}: not a JSON object"
+            rows, bad, first_bad = _json_rows(fh)
     except (OSError, EOFError) as exc:
-        raise _unreadable(path, sniffed, exc) from None
+        salvaged = _gzip_whole_lines(path) if sniffed.gzip else None
+        if salvaged is None:
+            raise _unreadable(path, sniffed, exc) from None
+        data, note = salvaged
+        rows, bad, first_bad = _json_rows(data.decode(sniffed.encoding, errors="replace").splitlines())
+        notes.append(note)
     if not rows:
         raise NotMetrics(path, f"no line is a JSON object ({first_bad}); expected JSON lines: one "
                                '{"step": ..., "loss": ...} object per line')
-    notes = [f"{bad} unreadable line(s) skipped ({first_bad})"] if bad else []
+    if bad:
+        notes.append(f"{bad} unreadable line(s) skipped ({first_bad})")
     table = records_to_table(rows, notes)
     return table, notes
+
+
+def _json_rows(lines) -> tuple[list[dict], int, str]:
+    """The JSON objects among ``lines``, how many lines were not one, and the first such line."""
+    rows, bad, first_bad = [], 0, ""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            row, first_bad = None, first_bad or f"line {number}: {exc}"
+        except RecursionError:
+            row, first_bad = None, first_bad or f"line {number}: nested too deeply to read"
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            bad += 1
+            first_bad = first_bad or f"line {number}: not a JSON object"
+    return rows, bad, first_bad
+
+
+def _gzip_whole_lines(path: Path) -> tuple[bytes, str] | None:
+    """The whole lines of a gzip file that was cut short (a copy taken while the job was still
+    writing it), and the note saying where it stopped; None when it is not cut but corrupt, or
+    when not even one line after the header comes out.
+
+    Python's gzip raises at the cut and returns nothing; zlib keeps what came before it. Corrupt
+    data is refused instead: deflate can emit garbage for a long way before it notices (often
+    only at the final CRC), so nothing before the error can be trusted."""
+    out: list[bytes] = []
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        with open(path, "rb") as fh:
+            pending = b""
+            while piece := pending or fh.read(1 << 20):
+                pending = b""
+                out.append(inflate.decompress(piece))
+                if inflate.eof:  # several gzip members one after another, as ``gzip -d`` reads them
+                    pending = inflate.unused_data
+                    if not pending:
+                        return None  # whole: the damage is in the text, not the gzip stream
+                    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    except (zlib.error, OSError):
+        return None
+    data = b"".join(out)
+    data = data[: data.rfind(b"\n") + 1]
+    if data.count(b"\n") < 2:
+        return None
+    return data, (f"gzip file cut short (still being written, or an incomplete copy): read {len(data)} "
+                  "decompressed bytes up to the last whole line; the data logged after that point is missing")
 
 
 def read_parquet(path: Path) -> tuple[pa.Table, list[str]]:
