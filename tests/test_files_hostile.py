@@ -176,10 +176,13 @@ def test_a_cut_parquet_file_names_the_damage(tmp_path):
     assert "truncated" in errors[0]["message"]
 
 
-def test_a_csv_cut_mid_row_says_so(tmp_path):
-    path = _real_files(tmp_path)["wide.csv"]
+@pytest.mark.parametrize("name", ["wide.csv", "wide.jsonl"])
+def test_a_table_cut_mid_row_says_so(tmp_path, name):
+    path = _real_files(tmp_path)[name]
     text = path.read_text()
-    path.write_text(text[: text.rindex("\n", 0, len(text) // 2) + 6])  # ends inside a row
+    [whole], _ = read_paths([path])
+    assert whole.notes == ()
+    path.write_text(text[: text.rindex("\n", 0, len(text) // 2) + 25])  # ends inside a row
     [history], errors = read_paths([path])
     assert errors == [] and any("no line end" in n and "cut short" in n for n in history.notes)
 

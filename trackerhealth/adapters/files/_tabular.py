@@ -185,10 +185,14 @@ def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
         notes.append(f"the file uses {sniffed.delimiter!r} as separator and ',' as decimal mark; read so")
     if bad:
         notes.append(f"{len(bad)} malformed row(s) skipped (wrong number of fields, e.g. {bad[0][:60]!r})")
+    _note_no_line_end(notes, path, sniffed, table)
+    return table, notes
+
+
+def _note_no_line_end(notes: list[str], path: Path, sniffed: Sniffed, table: pa.Table) -> None:
     if table.num_rows and not sniffed.gzip and not _ends_with_newline(path):
         notes.append("the last line has no line end: the file may be cut short or still being written "
                      "(its last row may be incomplete, and anything logged after it is missing)")
-    return table, notes
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -216,10 +220,12 @@ def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
     try:
         table = pa_json.read_json(_stream(path, sniffed), read_options=pa_json.ReadOptions(block_size=1 << 22))
         table.column_names  # noqa: B018 - raises on a key that is not UTF-8
-        return table, []
+        notes: list[str] = []
+        _note_no_line_end(notes, path, sniffed, table)
+        return table, notes
     except (pa.ArrowException, OSError, UnicodeDecodeError):
         pass
-    notes: list[str] = []
+    notes = []
     try:
         opener = gzip.open if sniffed.gzip else open
         with opener(path, "rt", encoding=sniffed.encoding, errors="replace") as fh:
@@ -237,6 +243,7 @@ def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
     if bad:
         notes.append(f"{bad} unreadable line(s) skipped ({first_bad})")
     table = records_to_table(rows, notes)
+    _note_no_line_end(notes, path, sniffed, table)
     return table, notes
 
 
