@@ -26,7 +26,7 @@ def test_json_output_follows_the_contract():
     for r in doc["runs"]:
         # url and source are optional (the link, the file read): the report round-trips through from_dict
         assert {"tracker", "project", "id", "name"} <= set(r["run"]) <= {"tracker", "project", "id", "name", "url", "source"}
-        assert r["status"] in ("ok", "warning", "critical") and r["loss_key"]
+        assert r["status"] in ("ok", "warning", "critical") and r["loss_key"] and r["run"]["source"]
         assert set(r["scores"]) == {"convergence_speed", "stability", "gradient_health", "resource_efficiency", "overfitting_risk"}
         for f in r["findings"]:
             assert set(f) >= {"id", "level", "message", "recommendation", "evidence"}

@@ -82,7 +82,9 @@ def to_table(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] =
             if not r.problems and not r.notes and not failed:
                 continue
             lines.append("")
-            lines.append(f"== {r.run.name or r.run.id}  ({r.run.tracker}: {r.run.project}/{r.run.id})")
+            # A local run says which file it came from: two runs can share a name (every HF output has one).
+            where = r.run.source if r.run.source else f"{r.run.tracker}: {r.run.project}/{r.run.id}"
+            lines.append(f"== {r.run.name or r.run.id}  ({where})")
             if failed:
                 lines.append(f"  [{r.status.upper()}] {r.status_reason}")
             for f in r.problems:

@@ -11,15 +11,19 @@
 * W&B run folders and their ``run-<id>.wandb`` logs, offline or synced (needs the ``wandb`` extra;
   read by :mod:`trackerhealth.adapters.wandb`).
 
-Formats are recognised by content, not only by name. Input that cannot be used raises
-:class:`InputError`, whose message says what is wrong and how to fix it; quirks that could be
-worked around (text in a numeric column, no step column) are worked around and told in
-``RunHistory.notes``.
+Formats are recognised by content, not only by name (the CSV separator, decimal commas, UTF-16
+too). Input that cannot be used raises :class:`InputError`, whose message says what is wrong and
+how to fix it — any failure of a reader, foreseen or not, becomes one for that file, so one bad
+file never stops the others (:func:`read_paths`). Quirks that could be worked around (text in a
+numeric column, no step column, a file cut short, a damaged TensorBoard record) are worked around
+and told in ``RunHistory.notes``: a file read only up to its damage says so on the run.
+Each run's ``RunRef.source`` is the file or folder it was read from.
 """
 
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -62,12 +66,9 @@ def read_paths(paths, *, step_column: str | None = None) -> tuple[list[RunHistor
     errors: list[dict[str, str]] = []
     for path in paths:
         try:
-            found, bad = collect_histories(path, step_column=step_column)
+            found, bad = _guarded(Path(path), lambda p=path: collect_histories(p, step_column=step_column))
         except InputError as exc:
             errors.append({"source": str(path), "message": exc.problem})
-            continue
-        except OSError as exc:
-            errors.append({"source": str(path), "message": f"cannot read: {exc.strerror or exc}"})
             continue
         errors.extend({"source": str(e.path or path), "message": e.problem} for e in bad)
         histories.extend(found)
@@ -99,15 +100,17 @@ def collect_histories(
 def _read_folder(root: Path, step_column: str | None) -> tuple[list[RunHistory], list[InputError]]:
     found = walk(root)
     histories: list[RunHistory] = []
-    errors: list[InputError] = []
+    errors: list[InputError] = [
+        InputError(folder, f"cannot be listed ({why}); its runs are not read — check its permissions")
+        for folder, why in found.unreadable]
     for run in found.mlflow_runs:
-        _collect(histories, errors, lambda r=run: _read_run_folder(r))
+        _collect(histories, errors, run, lambda r=run: _read_run_folder(r))
     for run in found.wandb_runs:
-        _collect(histories, errors, lambda r=run: [_read_wandb(r)])
+        _collect(histories, errors, run, lambda r=run: [_read_wandb(r)])
     for run_dir, files in found.event_runs.items():
         origin = Origin(path=run_dir, project=run_dir.resolve().parent.name, id=stable_id(run_dir),
                         name=run_dir.resolve().name, updated_at=max((mtime(f) or 0.0) for f, _ in files) or None)
-        _collect(histories, errors, lambda f=files, o=origin: [read_event_files(f, o)])
+        _collect(histories, errors, run_dir, lambda f=files, o=origin: [read_event_files(f, o)])
     skipped = 0
     for file in found.files:
         try:
@@ -122,23 +125,41 @@ def _read_folder(root: Path, step_column: str | None) -> tuple[list[RunHistory],
     return histories, errors
 
 
-def _collect(histories: list, errors: list, read) -> None:
+def _collect(histories: list, errors: list, path: Path, read) -> None:
     try:
-        histories.extend(read())
+        histories.extend(_guarded(path, read))
     except InputError as exc:
         errors.append(exc)
 
 
+_DAMAGE = (OSError, EOFError, UnicodeError, zlib.error, pa.ArrowException, ValueError, OverflowError)
+
+
 def _guarded(path: Path, read):
+    """``read()``, with every failure but an interrupt turned into an InputError naming ``path``:
+    one file the readers did not foresee must cost its own run, never the whole ``analyze``."""
     try:
         return read()
     except InputError:
         raise
-    except (OSError, EOFError, UnicodeError, zlib.error, pa.ArrowException, ValueError) as exc:
-        # Damage the readers did not foresee still names the file instead of escaping as a traceback.
-        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        raise InputError(path, f"could not be read ({type(exc).__name__}: {detail}); it may be "
-                               "truncated or damaged") from exc
+    except RecursionError:
+        raise InputError(path, "nested too deeply to read (a thousand levels or more): no metrics log "
+                               "is shaped like this — the file is damaged or is not a training log") from None
+    except MemoryError:
+        raise InputError(path, "too large to read in the memory available; split the file or analyze "
+                               "it on a machine with more memory") from None
+    except _DAMAGE as exc:
+        raise InputError(path, f"could not be read ({_first_line(exc)}); it may be truncated or damaged: "
+                               "re-export it, or use an older copy") from exc
+    except Exception as exc:  # noqa: BLE001 - see the docstring; the message asks for a report
+        raise InputError(path, f"could not be read: the reader failed unexpectedly ({_first_line(exc)}); "
+                               "the file may be damaged — if it is not, please report this "
+                               "to trackerhealth's issue tracker with the file attached") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def _read_file(path: Path, step_column: str | None, in_folder: bool = False) -> list[RunHistory]:
@@ -156,11 +177,13 @@ def _read_wandb(path: Path) -> RunHistory:
 
     def read() -> RunHistory:
         try:
-            return read_run_folder(path)
+            history = read_run_folder(path)
         except WandbFolderError as exc:
             raise InputError(exc.path, exc.problem) from None
         except WandbMissing as exc:
             raise InputError(path, str(exc)) from None
+        history.ref = replace(history.ref, source=str(path))  # where analyze read it, as for every file
+        return history
 
     return _guarded(path, read)
 
@@ -183,9 +206,30 @@ def _read_one(path: Path, step_column: str | None, in_folder: bool) -> list[RunH
         return json_document_histories(path, sniffed, step_column, _jsonl_reader(in_folder), in_folder)
     if kind == "jsonl":
         return _jsonl_reader(in_folder)(path, sniffed, step_column)
-    table, notes = read_parquet(path) if kind == "parquet" else read_csv(path, sniffed)
-    return table_histories(table, Origin.for_file(path), step_column=step_column,
-                           require_step=in_folder, notes=tuple(notes))
+    if kind == "parquet":
+        table, notes = read_parquet(path)
+        return table_histories(table, Origin.for_file(path), step_column=step_column,
+                               require_step=in_folder, notes=tuple(notes))
+    table, notes = read_csv(path, sniffed)
+    try:
+        return table_histories(table, Origin.for_file(path), step_column=step_column,
+                               require_step=in_folder, notes=tuple(notes))
+    except InputError as exc:
+        hint = _separator_hint(sniffed, table.num_columns)
+        if not hint:
+            raise
+        raise type(exc)(exc.path, f"{exc.problem} ({hint})") from None
+
+
+def _separator_hint(sniffed: Sniffed, columns: int) -> str:
+    """Where a CSV could not be used, whether its separator may be why."""
+    if sniffed.delimiter != ",":
+        return f"this file uses {sniffed.delimiter!r} as separator and was read so"
+    others = [d for d in ";\t|" if d in sniffed.header]
+    if columns == 1 and others:
+        return (f"the header holds no ',' but {others[0]!r}: if that is the separator, "
+                "re-export the file with ',' between fields")
+    return ""
 
 
 def _jsonl_reader(in_folder: bool):

@@ -31,6 +31,11 @@ class Numeric:
     values: np.ndarray
     n_text: int = 0  # cells holding text that is not a number (left out of ``present``)
     example: str = ""  # one such cell, for the note
+    text: np.ndarray | None = None  # which rows hold such text (None: no row does)
+
+    def blank(self) -> np.ndarray:
+        """Rows holding nothing at all (null or an empty cell): not text, not a number."""
+        return ~self.present if self.text is None else ~self.present & ~self.text
 
     @property
     def n_numbers(self) -> int:
@@ -96,14 +101,16 @@ def _text_to_numeric(col: pa.Array) -> Numeric | None:
     if n_text > present.sum():
         return None  # a text column with the odd number in it, not a metric
     example = str(trimmed[int(np.flatnonzero(text)[0])].as_py()) if n_text else ""
-    return Numeric(present, values, n_text, example[:40])
+    return Numeric(present, values, n_text, example[:40], text if n_text else None)
 
 
-def records_to_table(rows: list[dict]) -> pa.Table:
+def records_to_table(rows: list[dict], notes: list[str] | None = None) -> pa.Table:
     """Rows of parsed JSON as a table: numeric columns float64 with nulls where a key is absent.
 
     A column mixing numbers with text becomes text (numbers written back as ``repr``, NaN as
     ``nan``) so that :func:`to_numeric` can count the text cells; nested values become JSON text.
+    An integer beyond float64's range (``10**400``) becomes ±Inf, as ``float("1e400")`` and the
+    CSV reader make it; ``notes`` (when given) is told how many.
     """
     n = len(rows)
     order: dict[str, None] = {}
@@ -115,12 +122,33 @@ def records_to_table(rows: list[dict]) -> pa.Table:
         cells = [row.get(key) for row in rows]
         if all(c is None or (isinstance(c, (int, float)) and not isinstance(c, bool)) for c in cells):
             present = np.fromiter((c is not None for c in cells), dtype=bool, count=n)
-            values = np.fromiter((math.nan if c is None else c for c in cells), dtype=np.float64, count=n)
+            try:
+                values = np.fromiter((math.nan if c is None else c for c in cells), dtype=np.float64, count=n)
+            except OverflowError:
+                values, huge = _floats_saturated(cells)
+                if notes is not None:
+                    notes.append(f"{huge} integer(s) in '{key}' too large for a float (over 1.8e308) read as ±Inf")
             arrays.append(pa.array(values, mask=~present))
         else:
             arrays.append(pa.array([None if c is None else _as_text(c) for c in cells], type=pa.string()))
         names.append(str(key))
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
+
+
+def _floats_saturated(cells: list) -> tuple[np.ndarray, int]:
+    """Cells as float64, integers beyond its range as ±Inf (Python's ``float()`` raises on them)."""
+    out = np.empty(len(cells), dtype=np.float64)
+    huge = 0
+    for i, c in enumerate(cells):
+        if c is None:
+            out[i] = math.nan
+            continue
+        try:
+            out[i] = c
+        except OverflowError:
+            out[i] = math.inf if c > 0 else -math.inf
+            huge += 1
+    return out, huge
 
 
 def _as_text(cell: object) -> str:

@@ -41,28 +41,30 @@ def file_stem(path: Path) -> str:
 
 
 _GENERIC_STEMS = {"metrics", "trainer_state", "history", "log", "logs", "train", "events", "scalars", "progress"}
-_GENERIC_DIRS = {"lightning_logs", "logs", "log", "output", "outputs", "runs", "results", "train", "wandb", "files"}
+# Folders a tool creates with the same name for every experiment (Lightning's lightning_logs,
+# detectron2's and HF Trainer's default output dirs): the experiment's name is further up.
+_TOOL_CONTAINERS = {"lightning_logs", "wandb", "files", "output", "trainer_output"}
 _VERSIONED = re.compile(r"^(version_\d+|checkpoint-\d+|run[-_]?\d+)$", re.I)
 
 
 def run_name(path: Path) -> str:
-    """A name a person can tell apart: ``metrics.csv`` under ``my_exp/lightning_logs/version_0``
-    is ``my_exp/version_0``, not ``metrics``."""
+    """A name a person can tell apart: the file's stem unless it is generic (``metrics``,
+    ``trainer_state``); then the folder that holds it — ``logs/trainer_state.json`` is ``logs`` —
+    and for a versioned folder, the folder above with the version: ``out/checkpoint-500``, and
+    ``my_exp/lightning_logs/version_0/metrics.csv`` is ``my_exp/version_0``."""
     stem = file_stem(path)
     if stem.lower() not in _GENERIC_STEMS:
         return stem
-    version, meaningful = None, None
+    version = None
     for parent in path.resolve().parents:
         name = parent.name
         if not name:
             break
         if _VERSIONED.match(name):
             version = version or name
-        elif name.lower() not in _GENERIC_DIRS:
-            meaningful = name
-            break
-    parts = [p for p in (meaningful, version) if p]
-    return "/".join(parts) or stem
+        elif name.lower() not in _TOOL_CONTAINERS:
+            return "/".join(p for p in (name, version) if p)
+    return version or stem
 
 
 def mtime(path: Path) -> float | None:
@@ -116,6 +118,7 @@ class Origin:
             state=self.state,
             updated_at=self.updated_at,
             url=self.path.resolve().as_uri(),
+            source=str(self.path),
             config=dict(self.config),
             tags=tuple(self.tags),
         )

@@ -32,6 +32,10 @@ def json_document_histories(
     text = read_json_text(path, sniffed)
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise InputError(path, "JSON nested too deeply to read (about a thousand levels or more): no "
+                               "metrics log is shaped like this — the file is damaged or is not a "
+                               "training log; re-export it") from None
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data" and text.lstrip()[:1] == "{":
             return jsonl(path, sniffed, step_column)
@@ -44,11 +48,14 @@ def json_document_histories(
         raise InputError(path, f"not valid JSON ({where}); {fix}") from None
     if isinstance(doc, dict) and isinstance(doc.get("log_history"), list):
         return [hf_trainer_state(path, doc, step_column)]
+    notes: list[str] = []
     if isinstance(doc, list) and doc and all(isinstance(r, dict) for r in doc):
-        return table_histories(records_to_table(doc), Origin.for_file(path), step_column=step_column,
-                               require_step=require_step)
+        table = records_to_table(doc, notes)
+        return table_histories(table, Origin.for_file(path), step_column=step_column,
+                               require_step=require_step, notes=tuple(notes))
     if isinstance(doc, dict) and _is_column_dict(doc):
-        return table_histories(_columns_table(doc), Origin.for_file(path), step_column=step_column)
+        table = _columns_table(doc, notes)
+        return table_histories(table, Origin.for_file(path), step_column=step_column, notes=tuple(notes))
     raise NotMetrics(
         path,
         "JSON document is not a metrics log: expected an HF Trainer trainer_state.json (with log_history), "
@@ -65,15 +72,15 @@ def hf_trainer_state(path: Path, doc: dict, step_column: str | None) -> RunHisto
     origin = Origin.for_file(path, config=config)
     if not entries:
         return RunHistory(origin.ref(), {}, ("log_history is empty: the trainer had not logged anything yet",))
-    table = records_to_table(entries)
-    notes: tuple[str, ...] = ()
+    notes: list[str] = []
+    table = records_to_table(entries, notes)
     if step_column is None:
         step_column = "step"
         if "step" not in table.column_names:
             # Entries in log_history are in logging order, so their position is a usable step.
             table = table.append_column("step", pa.array(np.arange(len(entries), dtype=np.float64)))
-            notes = ("log_history entries have no 'step'; their position in log_history is used as the step",)
-    return table_histories(table, origin, step_column=step_column, notes=notes)[0]
+            notes.append("log_history entries have no 'step'; their position in log_history is used as the step")
+    return table_histories(table, origin, step_column=step_column, notes=tuple(notes))[0]
 
 
 def _is_column_dict(doc: dict) -> bool:
@@ -83,7 +90,7 @@ def _is_column_dict(doc: dict) -> bool:
     )
 
 
-def _columns_table(doc: dict) -> pa.Table:
+def _columns_table(doc: dict, notes: list[str]) -> pa.Table:
     length = max(len(v) for v in doc.values())
     rows = [{k: v[i] for k, v in doc.items() if i < len(v)} for i in range(length)]
-    return records_to_table(rows)
+    return records_to_table(rows, notes)

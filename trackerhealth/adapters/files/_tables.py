@@ -3,7 +3,9 @@
 Two layouts are understood:
 
 * **long** -- one row per logged value: a step column, a key column (``key``/``metric``/``tag``/
-  ``name``), a ``value`` column and optionally a wall-time column;
+  ``name``), a ``value`` column and optionally a wall-time column; a row exists because a value
+  was logged, so an empty or null value is a logged NaN (how pandas writes NaN to CSV and JSON,
+  and with pandas >= 3 and pyarrow to Parquet);
 * **wide** -- one row per logging call: a step column plus one column per metric; a blank cell
   means "not logged in this row", an explicit ``nan``/``inf`` is a logged value.
 
@@ -161,6 +163,7 @@ def _long(table, cols, origin, step, key, value, notes) -> list[RunHistory]:
         raise InputError(path, f"long table: column {value!r} holds no numbers; {LAYOUT_HINT}")
     if num.note(value):
         notes.append(num.note(value))
+    num = _blank_values_as_nan(num, codes, notes)
     keep = num.present & (codes >= 0)
     if step is not None:
         steps = _step_numbers(table.column(step), path, step)
@@ -188,6 +191,22 @@ def _long(table, cols, origin, step, key, value, notes) -> list[RunHistory]:
         out.append(build_history(part, steps[sub], sub_keys, num.values[sub],
                                  None if wall is None else wall[sub], notes))
     return out
+
+
+def _blank_values_as_nan(num: Numeric, codes: np.ndarray, notes: list[str]) -> Numeric:
+    """In a long table a row exists only because a value was logged, so an empty value is a
+    non-finite one: pandas writes NaN as an empty CSV cell, ``to_json`` writes NaN and Inf as
+    null, and pandas >= 3 with pyarrow writes a float NaN to Parquet as null. (In a wide table a
+    blank cell means "not logged in this row" and stays out.)"""
+    blank = num.blank() & (codes >= 0)
+    n_blank = int(blank.sum())
+    if not n_blank:
+        return num
+    values = num.values.copy()
+    values[blank] = np.nan
+    notes.append(f"{n_blank} row(s) with an empty value read as NaN (a long table's row is a logged "
+                 "value; pandas writes NaN as an empty cell or null)")
+    return Numeric(num.present | blank, values, num.n_text, num.example, num.text)
 
 
 def _long_wall(table, cols) -> np.ndarray | None:
@@ -219,6 +238,11 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
             continue
         if num.note(name):
             notes.append(num.note(name))
+        stopped = _stopped_logging(num)
+        if stopped is not None:
+            notes.append(f"'{name}' is blank in every row from row {stopped + 1} of {n} on, after a value in every "
+                         "row before: read as not logged — if it went NaN there, the file was written with NaN "
+                         "as a blank cell (pandas' default); write it with na_rep='nan' to keep NaN")
         metrics.append((name, num))
     if not metrics:
         raise NotMetrics(path, f"no numeric metric columns found; {LAYOUT_HINT} — {STEP_HINT}")
@@ -246,6 +270,25 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
     for part, rows in groups:
         out.append(_wide_history(part, steps, wall, metrics, names, rows, notes))
     return out
+
+
+_MIN_ROWS_STOPPED = 5
+
+
+def _stopped_logging(num: Numeric) -> int | None:
+    """The row from which a column logged in every row before is blank to the end, or None.
+
+    In a wide table a blank is "not logged", but a metric that stops for good while the rows go on
+    is how a NaN looks after pandas writes it (``na_rep=''``): worth a note, not a guess."""
+    present = num.present
+    n = len(present)
+    if n < 2 * _MIN_ROWS_STOPPED or present[-1] or not present[0]:
+        return None
+    first_blank = int(np.argmin(present))
+    if first_blank < _MIN_ROWS_STOPPED or n - first_blank < _MIN_ROWS_STOPPED or present[first_blank:].any():
+        return None
+    blank = num.blank()
+    return first_blank if blank[first_blank:].all() else None
 
 
 def _wide_history(origin, steps, wall, metrics, names, rows, notes) -> RunHistory:

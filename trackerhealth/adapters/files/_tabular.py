@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ class Sniffed:
     delimiter: str = ","
     encoding: str = "utf8"
     header: str = ""  # first line of a CSV, already decoded
+    decimal_comma: bool = False  # numbers written 0,25 (a CSV with ';' between fields)
 
 
 def looks_supported(path: Path) -> bool:
@@ -66,35 +68,74 @@ def sniff(path: Path) -> Sniffed:
             raise InputError(path, "gzip data is corrupt; re-export or decompress the file") from None
     if not head.strip():
         return Sniffed("empty", gz)
-    if b"\x00" in head[:8192]:
+    utf16 = _utf16(head)
+    if utf16 is None and b"\x00" in head[:8192]:
         return Sniffed("binary", gz)
-    try:
-        text = head.decode("utf-8")
-        encoding = "utf8"
-    except UnicodeDecodeError as exc:
-        # A cut in the middle of a multi-byte character at the end of the sample is not an error.
-        if exc.start >= len(head) - 4:
-            text, encoding = head[: exc.start].decode("utf-8"), "utf8"
-        else:
-            text, encoding = head.decode("latin-1"), "latin-1"
+    text, encoding = _decode(head) if utf16 is None else utf16
     text = text.lstrip("\ufeff").lstrip()
     if text[:1] == "[":
-        return Sniffed("json", gz)
+        return Sniffed("json", gz, encoding=encoding)
     if text[:1] == "{":
         first, _, rest = text.partition("\n")
         try:
             row = json.loads(first)
-        except ValueError:
-            return Sniffed("json", gz)  # a pretty-printed document (or a first line over 64 KiB)
+        except (ValueError, RecursionError):
+            return Sniffed("json", gz, encoding=encoding)  # a pretty-printed document (or a first line over 64 KiB)
         if not isinstance(row, dict) or "log_history" in row:
-            return Sniffed("json", gz)
+            return Sniffed("json", gz, encoding=encoding)
         # One line alone is JSON lines only if it looks like a logged row, not like a config.
         one_row = rest.strip() == "" and not any(k in row for k in _STEP_KEYS)
-        return Sniffed("json" if one_row else "jsonl", gz)
-    header = text.split("\n", 1)[0]
+        return Sniffed("json" if one_row else "jsonl", gz, encoding=encoding)
+    header = text.split("\n", 1)[0].rstrip("\r")
+    delimiter = _delimiter(text, header)
+    return Sniffed("csv", gz, delimiter, encoding, header, _decimal_comma(text, delimiter))
+
+
+def _utf16(head: bytes) -> tuple[str, str] | None:
+    """Text of a UTF-16 file (Excel's "Unicode text", PowerShell's ``>``), known by its BOM."""
+    if head[:2] not in (b"\xff\xfe", b"\xfe\xff"):
+        return None
+    return head[: len(head) // 2 * 2].decode("utf-16", errors="replace"), "utf-16"
+
+
+def _decode(head: bytes) -> tuple[str, str]:
+    try:
+        return head.decode("utf-8"), "utf8"
+    except UnicodeDecodeError as exc:
+        # A cut in the middle of a multi-byte character at the end of the sample is not an error.
+        if exc.start >= len(head) - 4:
+            return head[: exc.start].decode("utf-8"), "utf8"
+        return head.decode("latin-1"), "latin-1"
+
+
+def _delimiter(text: str, header: str) -> str:
+    """The field separator, from the first lines (csv.Sniffer: the delimiter that splits every
+    line into the same number of fields), else the one the header holds most of."""
+    lines = text.splitlines()
+    if len(lines) > 2 and not text.endswith(("\n", "\r")):
+        lines = lines[:-1]  # the 64 KiB sample ends mid-line: that line's field count says nothing
+    sample = "\n".join(lines[:50])
+    try:
+        found = csv.Sniffer().sniff(sample, delimiters="".join(_DELIMITERS)).delimiter
+    except csv.Error:
+        found = None
+    if found and header.count(found):
+        return found
     counts = {d: header.count(d) for d in _DELIMITERS}
-    delimiter = max(_DELIMITERS, key=lambda d: counts[d]) if any(counts.values()) else ","
-    return Sniffed("csv", gz, delimiter, encoding, header)
+    return max(_DELIMITERS, key=lambda d: counts[d]) if any(counts.values()) else ","
+
+
+_DECIMAL_COMMA = re.compile(r"^[-+]?\d+,\d+(?:[eE][-+]?\d+)?$")
+_DECIMAL_POINT = re.compile(r"^[-+]?\d*\.\d+(?:[eE][-+]?\d+)?$")
+
+
+def _decimal_comma(text: str, delimiter: str) -> bool:
+    """Whether numbers are written ``0,25`` (a spreadsheet saved in a European locale, with ';'
+    between fields): only when some cell needs it and none is written with a point."""
+    if delimiter == ",":
+        return False
+    cells = [c.strip().strip('"') for line in text.splitlines()[1:200] for c in line.split(delimiter)]
+    return any(_DECIMAL_COMMA.match(c) for c in cells) and not any(_DECIMAL_POINT.match(c) for c in cells)
 
 
 def _stream(path: Path, sniffed: Sniffed):
@@ -102,7 +143,10 @@ def _stream(path: Path, sniffed: Sniffed):
 
 
 def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
-    row = next(csv.reader([sniffed.header], delimiter=sniffed.delimiter), [])
+    try:
+        row = next(csv.reader([sniffed.header], delimiter=sniffed.delimiter), [])
+    except csv.Error:  # a stray carriage return or quote in the header: Arrow decides the names
+        row = sniffed.header.split(sniffed.delimiter)
     header = [c.strip().lstrip("\ufeff") for c in row]
     lowered = {h.lower(): h for h in header}
     types = {}
@@ -118,18 +162,48 @@ def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
     read = pa_csv.ReadOptions(encoding=sniffed.encoding, block_size=1 << 22)
     parse = pa_csv.ParseOptions(delimiter=sniffed.delimiter, invalid_row_handler=skip)
     convert = pa_csv.ConvertOptions(
-        null_values=list(NULL_TOKENS), strings_can_be_null=True, quoted_strings_can_be_null=True, column_types=types
+        null_values=list(NULL_TOKENS), strings_can_be_null=True, quoted_strings_can_be_null=True, column_types=types,
+        decimal_point="," if sniffed.decimal_comma else ".",
     )
+    notes = []
     try:
         table = pa_csv.read_csv(_stream(path, sniffed), read_options=read, parse_options=parse, convert_options=convert)
     except (pa.ArrowException, OSError, UnicodeDecodeError, EOFError) as exc:
-        raise InputError(path, _csv_problem(exc, sniffed)) from None
-    notes = []
-    if sniffed.encoding != "utf8":
+        salvaged = _gzip_whole_lines(path) if sniffed.gzip else None
+        if salvaged is None:
+            raise InputError(path, _csv_problem(exc, sniffed)) from None
+        data, note = salvaged
+        try:
+            table = pa_csv.read_csv(pa.BufferReader(data), read_options=read, parse_options=parse,
+                                    convert_options=convert)
+        except (pa.ArrowException, UnicodeDecodeError):
+            raise InputError(path, _csv_problem(exc, sniffed)) from None
+        notes.append(note)
+    if sniffed.encoding == "latin-1":
         notes.append("the file is not UTF-8; read as Latin-1")
+    if sniffed.decimal_comma:
+        notes.append(f"the file uses {sniffed.delimiter!r} as separator and ',' as decimal mark; read so")
     if bad:
         notes.append(f"{len(bad)} malformed row(s) skipped (wrong number of fields, e.g. {bad[0][:60]!r})")
+    _note_no_line_end(notes, path, sniffed, table)
     return table, notes
+
+
+def _note_no_line_end(notes: list[str], path: Path, sniffed: Sniffed, table: pa.Table) -> None:
+    if table.num_rows and not sniffed.gzip and not _ends_with_newline(path):
+        notes.append("the last line has no line end: the file may be cut short or still being written "
+                     "(its last row may be incomplete, and anything logged after it is missing)")
+
+
+def _ends_with_newline(path: Path) -> bool:
+    # Every logger (pandas, csv.writer, Lightning) ends a row with a line end; a file that stops
+    # without one was cut mid-row.
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(-1, 2)
+            return fh.read(1) in (b"\n", b"\r")
+    except OSError:
+        return True
 
 
 def _csv_problem(exc: Exception, sniffed: Sniffed) -> str:
@@ -146,32 +220,82 @@ def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
     try:
         table = pa_json.read_json(_stream(path, sniffed), read_options=pa_json.ReadOptions(block_size=1 << 22))
         table.column_names  # noqa: B018 - raises on a key that is not UTF-8
-        return table, []
+        notes: list[str] = []
+        _note_no_line_end(notes, path, sniffed, table)
+        return table, notes
     except (pa.ArrowException, OSError, UnicodeDecodeError):
         pass
-    rows, bad, first_bad = [], 0, ""
+    notes = []
     try:
         opener = gzip.open if sniffed.gzip else open
-        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
-            for number, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as exc:
-                    row, first_bad = None, first_bad or f"line {number}: {exc}"
-                if isinstance(row, dict):
-                    rows.append(row)
-                else:
-                    bad += 1
-                    first_bad = first_bad or f"line {number}: not a JSON object"
+        with opener(path, "rt", encoding=sniffed.encoding, errors="replace") as fh:
+            rows, bad, first_bad = _json_rows(fh)
     except (OSError, EOFError) as exc:
-        raise _unreadable(path, sniffed, exc) from None
+        salvaged = _gzip_whole_lines(path) if sniffed.gzip else None
+        if salvaged is None:
+            raise _unreadable(path, sniffed, exc) from None
+        data, note = salvaged
+        rows, bad, first_bad = _json_rows(data.decode(sniffed.encoding, errors="replace").splitlines())
+        notes.append(note)
     if not rows:
         raise NotMetrics(path, f"no line is a JSON object ({first_bad}); expected JSON lines: one "
                                '{"step": ..., "loss": ...} object per line')
-    notes = [f"{bad} unreadable line(s) skipped ({first_bad})"] if bad else []
-    return records_to_table(rows), notes
+    if bad:
+        notes.append(f"{bad} unreadable line(s) skipped ({first_bad})")
+    table = records_to_table(rows, notes)
+    _note_no_line_end(notes, path, sniffed, table)
+    return table, notes
+
+
+def _json_rows(lines) -> tuple[list[dict], int, str]:
+    """The JSON objects among ``lines``, how many lines were not one, and the first such line."""
+    rows, bad, first_bad = [], 0, ""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            row, first_bad = None, first_bad or f"line {number}: {exc}"
+        except RecursionError:
+            row, first_bad = None, first_bad or f"line {number}: nested too deeply to read"
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            bad += 1
+            first_bad = first_bad or f"line {number}: not a JSON object"
+    return rows, bad, first_bad
+
+
+def _gzip_whole_lines(path: Path) -> tuple[bytes, str] | None:
+    """The whole lines of a gzip file that was cut short (a copy taken while the job was still
+    writing it), and the note saying where it stopped; None when it is not cut but corrupt, or
+    when not even one line after the header comes out.
+
+    Python's gzip raises at the cut and returns nothing; zlib keeps what came before it. Corrupt
+    data is refused instead: deflate can emit garbage for a long way before it notices (often
+    only at the final CRC), so nothing before the error can be trusted."""
+    out: list[bytes] = []
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        with open(path, "rb") as fh:
+            pending = b""
+            while piece := pending or fh.read(1 << 20):
+                pending = b""
+                out.append(inflate.decompress(piece))
+                if inflate.eof:  # several gzip members one after another, as ``gzip -d`` reads them
+                    pending = inflate.unused_data
+                    if not pending:
+                        return None  # whole: the damage is in the text, not the gzip stream
+                    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    except (zlib.error, OSError):
+        return None
+    data = b"".join(out)
+    data = data[: data.rfind(b"\n") + 1]
+    if data.count(b"\n") < 2:
+        return None
+    return data, (f"gzip file cut short (still being written, or an incomplete copy): read {len(data)} "
+                  "decompressed bytes up to the last whole line; the data logged after that point is missing")
 
 
 def read_parquet(path: Path) -> tuple[pa.Table, list[str]]:
@@ -204,4 +328,4 @@ def read_json_text(path: Path, sniffed: Sniffed) -> str:
             raw = fh.read()
     except (OSError, EOFError) as exc:
         raise _unreadable(path, sniffed, exc) from None
-    return raw.decode("utf-8", errors="replace")
+    return raw.decode(sniffed.encoding, errors="replace")

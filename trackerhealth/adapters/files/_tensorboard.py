@@ -2,12 +2,15 @@
 
 The ``tensorboard`` package is an optional extra and is imported only when an event file is read.
 All event files of one run folder are read as one run, oldest file first, as TensorBoard does;
-Keras' ``train/`` and ``validation/`` sub-folders become one run with prefixed keys.
+Keras' ``train/`` and ``validation/`` sub-folders become one run with prefixed keys. A file is read
+up to its first damaged record (a failed CRC, a cut): the run gets a note saying where reading
+stopped, and the folder's other files are still read.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,14 +24,79 @@ _SCALAR_DATA_CLASS = 1  # SummaryMetadata.DATA_CLASS_SCALAR
 _NUMERIC_DTYPES = {1, 2, 3, 4, 5, 6, 9, 17, 19, 22, 23}  # float, double, ints, half, uints
 
 
-def _loader(path: Path):
+def _tensorboard(path: Path):
     try:
         from tensorboard.backend.event_processing import event_file_loader
+        from tensorboard.compat import tf
+        from tensorboard.compat.proto import event_pb2
         from tensorboard.util import tensor_util
     except ImportError:
         raise InputError(path, INSTALL_HINT) from None
-    cls = getattr(event_file_loader, "LegacyEventFileLoader", event_file_loader.EventFileLoader)
-    return cls(str(path)), tensor_util
+    return event_file_loader, tf, event_pb2, tensor_util
+
+
+_RECORD_FRAME = 16  # TFRecord: 8-byte length, 4-byte length CRC, data, 4-byte data CRC
+
+
+@dataclass
+class _FileRead:
+    """How far one event file was read: records and bytes up to the first damage, and the damage."""
+
+    path: Path
+    records: int = 0
+    end: int = 0
+    problem: str = ""
+
+    def note(self) -> str:
+        size = _size(self.path)
+        return (f"event file {self.path.name} damaged or still being written: read {self.records} "
+                f"record(s) up to byte {self.end} of {size} ({self.problem}); the data logged after "
+                "that point in this file is missing")
+
+
+def _size(path: Path) -> int | str:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return "?"
+
+
+def _events(path: Path, read: _FileRead):
+    """The events of one file, in order, up to the first damaged record.
+
+    TensorBoard's own loaders stop silently at a failed CRC or a cut record (they expect a file
+    still being written); here the stop is recorded in ``read`` so the run can say data is missing.
+    """
+    loader_module, tf, event_pb2, _ = _tensorboard(path)
+    records = loader_module._make_tf_record_iterator(str(path))  # noqa: SLF001 - TB's reader, TF or stub
+    while True:
+        try:
+            record = next(records)
+        except StopIteration:
+            return
+        except tf.errors.DataLossError as exc:
+            read.problem = _tb_problem(exc, path)
+            return
+        try:
+            event = event_pb2.Event.FromString(record)
+        except Exception as exc:  # noqa: BLE001 - a record that passed its CRC but is no Event
+            read.problem = f"record {read.records + 1} is not an event ({type(exc).__name__})"
+            return
+        read.records += 1
+        read.end += len(record) + _RECORD_FRAME
+        yield event
+
+
+def _tb_problem(exc: Exception, path: Path) -> str:
+    # The reader's message starts with the file name (as bytes under the stub); say only what broke.
+    text = str(getattr(exc, "message", "") or exc)
+    cut = re.search(r"truncated record in (.+)$", text)
+    if cut:
+        return f"the next record is cut short in its {cut.group(1).strip()}"
+    crc = re.search(r"failed (\w+) crc32 check", text)
+    if crc:
+        return f"the next record fails its {crc.group(1)} CRC check"
+    return text.replace(str(path), "").strip() or type(exc).__name__
 
 
 def _file_order(path: Path) -> tuple:
@@ -45,10 +113,13 @@ def read_event_files(files: list[tuple[Path, str]], origin: Origin) -> RunHistor
     codes: list[int] = []
     code_of: dict[str, int] = {}
     skipped = events = 0
+    reads: list[_FileRead] = []
     for path, prefix in sorted(files, key=lambda fp: (fp[1], _file_order(fp[0]))):
-        loader, tensor_util = _loader(path)
+        tensor_util = _tensorboard(path)[3]
+        read = _FileRead(path)
+        reads.append(read)
         try:
-            for event in loader.Load():
+            for event in _events(path, read):
                 events += 1
                 if not event.HasField("summary"):
                     continue
@@ -63,11 +134,14 @@ def read_event_files(files: list[tuple[Path, str]], origin: Origin) -> RunHistor
                     walls.append(event.wall_time)
                     values.append(number)
                     codes.append(code)
-        except Exception as exc:  # noqa: BLE001 - any parse failure of a corrupt file is an input problem
-            raise InputError(path, f"not a readable TensorBoard event file ({type(exc).__name__}: {exc})") from None
+        except OSError as exc:
+            read.problem = f"cannot be read: {exc.strerror or exc}"
+    damaged = [r for r in reads if r.problem]
     if events == 0:
-        raise InputError(files[0][0], "no TensorBoard events could be read: the file is empty or corrupt")
-    notes = []
+        why = f" ({damaged[0].problem})" if damaged else ""
+        raise InputError(files[0][0], f"no TensorBoard events could be read{why}: the file is empty, damaged "
+                                      "from its first record, or not an event file")
+    notes = [r.note() for r in damaged]
     if skipped:
         notes.append(f"{skipped} non-scalar summary value(s) (histograms, images, text) ignored")
     if not codes:

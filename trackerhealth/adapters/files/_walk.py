@@ -30,6 +30,7 @@ class Found:
     event_runs: dict[Path, list[tuple[Path, str]]] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
     wandb_runs: list[Path] = field(default_factory=list)
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)  # folders that could not be listed
 
     def __bool__(self) -> bool:
         return bool(self.mlflow_runs or self.event_runs or self.files or self.wandb_runs)
@@ -37,7 +38,11 @@ class Found:
 
 def walk(root: Path) -> Found:
     found = Found()
-    for dirpath, dirnames, filenames in os.walk(root):
+
+    def unlisted(exc: OSError) -> None:  # os.walk skips such a folder silently unless told
+        found.unreadable.append((Path(exc.filename or root), exc.strerror or str(exc)))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unlisted):
         folder = Path(dirpath)
         if is_run_folder(folder):
             found.mlflow_runs.append(folder)
