@@ -27,8 +27,6 @@ from .cli_common import die as _die
 
 __all__ = ["scan"]
 
-EXIT_USAGE, EXIT_UNREACHABLE = exit_codes.USAGE, exit_codes.UNREACHABLE
-
 
 class _Progress:
     """One self-rewriting line on stderr: runs done, points, failures."""
@@ -145,22 +143,22 @@ def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_
     try:
         sender = WebhookSender.from_env(alert_webhook) if alert_webhook else None
     except ValueError as exc:
-        _die(f"{exc}; pass the webhook's full https:// URL to --alert-webhook", EXIT_USAGE)
+        _die(f"{exc}; pass the webhook's full https:// URL to --alert-webhook", exit_codes.USAGE)
     show = progress if progress is not None else _isatty(sys.stderr)
     bar = _Progress(bool(show))
     common = {"fmt": fmt, "fail_on": fail_on, "workers": workers, "dry_run": dry_run, "full": full, "bar": bar,
               "config": config}
     if wandb_project and wandb_dirs:
-        _die("pass either --project (the W&B API) or --wandb-dir (local folders), not both", EXIT_USAGE)
+        _die("pass either --project (the W&B API) or --wandb-dir (local folders), not both", exit_codes.USAGE)
     if (wandb_project or wandb_dirs) and (experiments or mlflow_ui_url):
         _die("--experiment and --mlflow-ui-url are MLflow options; a W&B scan takes --project or --wandb-dir",
-             EXIT_USAGE)
+             exit_codes.USAGE)
     if not (wandb_project or wandb_dirs) and (states or tags or all_runs or no_wandb_alerts or no_report):
         _die("--state, --tag, --all-runs, --no-wandb-alerts and --no-report are W&B options: add --project "
-             "ENTITY/PROJECT", EXIT_USAGE)
+             "ENTITY/PROJECT", exit_codes.USAGE)
     if wandb_dirs:
         if filter_string or run_ids or since or states or tags:
-            _die("--wandb-dir scans every run folder under the paths; selection options need --project", EXIT_USAGE)
+            _die("--wandb-dir scans every run folder under the paths; selection options need --project", exit_codes.USAGE)
         _scan_wandb_dirs(wandb_dirs, **common)
     elif wandb_project:
         _scan_wandb(wandb_project, filter_string=filter_string, run_ids=run_ids, since=since, states=states,
@@ -188,21 +186,21 @@ def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_d
             cache_dir=None if no_cache else (cache_dir if cache_dir is not None else _default()),
             workers=workers, ui_url=mlflow_ui_url)
     except SelectionError as exc:
-        _die(str(exc), EXIT_USAGE)
+        _die(str(exc), exit_codes.USAGE)
 
     try:
         writer = adapter.writer(alert=sender, config=config)
         result = run_scan(adapter, writer, config, workers=workers, dry_run=dry_run, progress=bar)
     except MlflowMissing as exc:
-        _die(str(exc), EXIT_USAGE)
+        _die(str(exc), exit_codes.USAGE)
     except SelectionError as exc:
-        _die(str(exc), EXIT_USAGE)
+        _die(str(exc), exit_codes.USAGE)
     except TrackerUnreachable as exc:
-        _die(str(exc), EXIT_UNREACHABLE)
+        _die(str(exc), exit_codes.UNREACHABLE)
     except ApiError as exc:
         if exc.status in (401, 403) or 400 <= exc.status < 500:
-            _die(f"{adapter.uri.redacted}: {exc}", EXIT_USAGE)
-        _die(f"{adapter.uri.redacted} failed while listing runs: {exc}; check the server's logs", EXIT_UNREACHABLE)
+            _die(f"{adapter.uri.redacted}: {exc}", exit_codes.USAGE)
+        _die(f"{adapter.uri.redacted} failed while listing runs: {exc}; check the server's logs", exit_codes.UNREACHABLE)
     finally:
         bar.finish()
         adapter.close()
@@ -233,9 +231,9 @@ def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_run
         if not dry_run and not result.errors:
             adapter.scan_complete()
     except (SelectionError, WandbMissing) as exc:
-        _die(str(exc), EXIT_USAGE)
+        _die(str(exc), exit_codes.USAGE)
     except TrackerUnreachable as exc:
-        _die(str(exc), EXIT_UNREACHABLE)
+        _die(str(exc), exit_codes.UNREACHABLE)
     finally:
         bar.finish()
         if adapter is not None:
@@ -254,7 +252,7 @@ def _scan_wandb_dirs(roots, *, fmt, fail_on, workers, dry_run, full, bar, config
     try:
         result = run_scan(WandbFolderAdapter(roots), None, config, workers=workers, dry_run=dry_run, progress=bar)
     except (WandbFolderError, WandbMissing) as exc:
-        _die(str(exc), EXIT_USAGE)
+        _die(str(exc), exit_codes.USAGE)
     finally:
         bar.finish()
     _finish(result, ["local W&B folders are only read: nothing is written back"], fmt=fmt, fail_on=fail_on,
