@@ -173,3 +173,4 @@ def test_bad_fail_on_is_the_clis_usage_error(runner, mlflow_server, action_exper
     result = runner.run(_inputs(mlflow_server, name, **{"fail-on": "sometimes", "dry-run": "true"}), skip=(INSTALL,))
     assert result.exit_code == 2 and result.outputs["exit-code"] == "2"
     assert "'sometimes' is not one of" in result.summary
+    assert any(cmd == "error" and msg.startswith("a usage or configuration error") for cmd, msg in result.commands)
