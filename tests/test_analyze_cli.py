@@ -21,7 +21,7 @@ def run(*args):
 def test_json_output_follows_the_contract():
     res = run("analyze", MANIFEST["overfit_spirals_wandb"], MANIFEST["healthy_long_20k_wandb"], "--format", "json")
     assert res.exit_code == 1, res.output  # a critical finding with the default --fail-on critical
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     assert set(doc) >= {"runs", "errors"} and len(doc["runs"]) == 2
     for r in doc["runs"]:
         # url and source are optional (the link, the file read): the report round-trips through from_dict
@@ -70,13 +70,39 @@ def test_bad_inputs_give_clear_messages_and_do_not_stop_the_other_files(tmp_path
     res = run("analyze", empty, header, strings, single, noloss, dupes, missing, MANIFEST["healthy_sparse_val_plain"], "--format", "json")
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     assert res.exit_code == 2  # input errors, no finding at --fail-on
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     names = [r["run"]["name"] for r in doc["runs"]]
     assert "healthy_sparse_val_plain" in names and "strings" in names and "dupes" in names
     errors = {Path(e["source"]).name: e["message"] for e in doc["errors"]}
     assert "nope.csv" in errors and "empty.csv" in errors
     for message in errors.values():
         assert "Traceback" not in message and len(message) > 20
+        assert message in res.stderr  # and on stderr, for whoever redirected stdout to a file
+
+
+def test_table_errors_go_to_stderr_and_no_empty_table_is_printed(tmp_path):
+    missing = tmp_path / "nope.csv"
+    res = run("analyze", missing)
+    assert res.exit_code == 2
+    assert res.stdout == ""  # no table header with no run under it
+    assert res.stderr.startswith(f"error: {missing}: ")
+    res = run("analyze", missing, MANIFEST["healthy_long_20k_wandb"])
+    assert res.exit_code == 2 and "healthy_long_20k_wandb" in res.stdout
+    assert "nope.csv" not in res.stdout and "nope.csv" in res.stderr
+
+
+def test_loss_key_names_the_training_loss(tmp_path):
+    costs = tmp_path / "costs.csv"
+    values = [2.0 * 0.99 ** i for i in range(300)]
+    values[200:] = [float("nan")] * 100
+    costs.write_text("step,cost\n" + "".join(f"{i},{v}\n" for i, v in enumerate(values)))
+    unmapped = json.loads(run("analyze", costs, "--format", "json").stdout)
+    assert unmapped["runs"][0]["findings"] == []  # `cost` is not a name trackerhealth recognises as the loss
+    res = run("analyze", costs, "--loss-key", "cost", "--format", "json")
+    doc = json.loads(res.stdout)
+    assert [f["id"] for f in doc["runs"][0]["findings"]] == ["nonfinite"]
+    assert doc["runs"][0]["status"] == "critical" and res.exit_code == 1
+    assert run("analyze", costs, "--loss-key", " ").exit_code == 2
 
 
 def test_ten_million_points_analyze_without_error(tmp_path):

@@ -17,8 +17,9 @@ from tests.corpus import evaluate
 from trackerhealth import diagnoses, engine, scorecard
 from trackerhealth.adapters.files import read_histories
 from trackerhealth.config import Config
-from trackerhealth.schema import DIMENSIONS, ERROR, OK, UNKNOWN, HealthReport, RunHistory, RunRef, fails_on
+from trackerhealth.schema import DIMENSIONS, ERROR, OK, UNKNOWN, HealthReport, RunHistory, RunRef
 from trackerhealth.writers import formats, mlflow_writer, wandb_writer
+from trackerhealth import exit_codes
 
 MANIFEST = {e["name"]: evaluate.HERE / e["file"] for e in evaluate.load_manifest()}
 
@@ -60,7 +61,7 @@ def test_every_diagnosis_raising_gives_error_never_ok(monkeypatch):
     tags = wandb_writer.health_tags(report)
     assert "health:error" in tags and "health:ok" not in tags
     assert wandb_writer.health_summary(report)[wandb_writer.STATUS] == ERROR
-    assert fails_on(report, "never") and fails_on(report, "critical")
+    assert exit_codes.for_reports([report], "never") == exit_codes.USAGE
 
 
 def test_a_roles_failure_is_an_error_naming_the_stage(monkeypatch):
@@ -118,7 +119,7 @@ def test_an_unrecognised_loss_is_unknown_with_the_keys_and_the_fix(tmp_path):
     assert report.status == UNKNOWN and report.loss_key is None
     assert "cost" in report.status_reason and "--loss-key KEY" in report.status_reason
     assert 'train_loss = "KEY"' in report.status_reason
-    assert fails_on(report, "warning") and not fails_on(report, "critical")
+    assert exit_codes.reaches(report.status, "warning") and not exit_codes.reaches(report.status, "critical")
     tags = wandb_writer.health_tags(report)
     assert tags[0] == "health:unknown" and "health:ok" not in tags
     assert mlflow_writer.health_tags(report)[mlflow_writer.STATUS] == UNKNOWN
@@ -146,7 +147,7 @@ def test_a_header_only_csv_is_unknown(tmp_path):
     report = engine.analyze(history)
     assert report.status == UNKNOWN
     assert "no metric values" in report.status_reason
-    assert fails_on(report, "warning")
+    assert exit_codes.reaches(report.status, "warning")
     md = formats.to_markdown([report])
     assert "1 unknown" in md and "0 healthy" in md
     row = next(line for line in md.splitlines() if line.startswith("| empty"))
@@ -172,9 +173,9 @@ def test_the_table_is_sorted_by_score_like_markdown():
 
 def test_fail_on_rejects_an_unknown_level():
     report = HealthReport(engine.analyze(_history("healthy_long_20k_wandb")).run, 90.0, (), (), loss_key="loss")
-    assert report.status == OK and not fails_on(report, "warning")
-    with pytest.raises(ValueError, match="'warning', 'critical' or 'never'"):
-        fails_on(report, "ok")
+    assert report.status == OK and not exit_codes.reaches(report.status, "warning")
+    with pytest.raises(ValueError, match="critical, warning, never"):
+        exit_codes.reaches(report.status, "ok")
 
 
 def test_no_ranking_puts_a_failure_below_ok():

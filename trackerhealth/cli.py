@@ -1,96 +1,127 @@
-"""The ``trackerhealth`` command line. The only module that imports everything.
+"""The ``trackerhealth`` command line.
 
-Exit codes: 0 healthy, 1 a finding at or above ``--fail-on``, 2 usage/configuration/input error,
-3 tracker unreachable.
+Each command lives in its own module and is imported only when it runs or its help is shown
+(click's lazy-group pattern), and every command module imports the analysis core (scipy, pandas)
+and the integrations (plotly, mlflow, wandb) inside the command: ``trackerhealth --help``,
+``--version`` and ``scan --help`` load none of them. Exit codes: :mod:`trackerhealth.exit_codes`.
 """
 
 from __future__ import annotations
 
-import sys
+import importlib
 from pathlib import Path
 
 import click
 
-from . import __version__
-from .config import Config, ConfigError, load
-from .diagnoses import _docs as diagnoses_docs
-from .engine import analyze as analyze_history
-from .schema import LEVEL_RANK
-from .writers import formats
+from . import __version__, exit_codes
+from .cli_common import (
+    CONTEXT,
+    FORMATS,
+    config_option,
+    die,
+    echo_errors,
+    fail_on_option,
+    load_config,
+    loss_key_option,
+    mark_start,
+    render,
+)
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-FAIL_ON = ("critical", "warning", "never")
+# name -> "module:attribute"; the order is the order of `trackerhealth --help`.
+LAZY_COMMANDS = {
+    "analyze": "trackerhealth.cli:analyze",
+    "scan": "trackerhealth.scan_cli:scan",
+    "report": "trackerhealth.report_cli:report",
+    "summary": "trackerhealth.summary_cli:summary",
+    "diagnoses": "trackerhealth.cli:list_diagnoses",
+    "demo": "trackerhealth.demo._cli:demo",
+}
 
 
-def _load_config(path: str | None) -> Config:
-    try:
-        return load(path)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use (click's documented lazy-loading pattern)."""
+
+    def __init__(self, *args, lazy_commands: dict[str, str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*self.lazy_commands, *(n for n in super().list_commands(ctx) if n not in self.lazy_commands)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_commands:
+            module_name, attr = self.lazy_commands[cmd_name].split(":")
+            command = getattr(importlib.import_module(module_name), attr)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{self.lazy_commands[cmd_name]} is not a click command")
+            return command
+        return super().get_command(ctx, cmd_name)
 
 
-def fails(reports, fail_on: str) -> bool:
-    """Whether any report has a finding at or above ``fail_on``."""
-    if fail_on == "never":
-        return False
-    bar = LEVEL_RANK[fail_on]
-    return any(LEVEL_RANK[f.level] >= bar for r in reports for f in r.findings if f.is_problem)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=LazyGroup, lazy_commands=LAZY_COMMANDS, context_settings=CONTEXT)
 @click.version_option(__version__, prog_name="trackerhealth")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Diagnose unhealthy training runs and write the answer back to W&B and MLflow.
 
     \b
     Examples:
       trackerhealth demo                        # tiny real trainings → local MLflow → scan → dashboards
       trackerhealth scan --mlflow-uri http://mlflow.internal:5000 --experiment my-team
+      trackerhealth analyze examples/logs       # the example logs in this repository
       trackerhealth analyze runs/*.parquet trainer_state.json metrics.csv
       trackerhealth analyze run.csv --format json > report.json
       trackerhealth report lightning_logs/version_0/metrics.csv --html health.html
+      trackerhealth summary report.json         # the Markdown summary of a saved JSON report
       trackerhealth diagnoses
+
+    \b
+    Exit codes: 0 healthy; 1 a run at or above --fail-on; 2 usage, configuration or input error,
+    or a run whose analysis failed; 3 tracker unreachable.
     """
+    mark_start(ctx)
 
 
-@main.command()
+@click.command("analyze", context_settings=CONTEXT)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(formats.FORMATS), default="table", show_default=True, help="Output format.")
-@click.option("--fail-on", type=click.Choice(FAIL_ON), default="critical", show_default=True,
-              help="Exit 1 when a finding at or above this level is found.")
-@click.option("--config", "config_path", type=click.Path(), default=None,
-              help="trackerhealth.toml to use (default: ./trackerhealth.toml or [tool.trackerhealth] in ./pyproject.toml).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@fail_on_option
+@loss_key_option
+@config_option
 @click.option("--step-column", default=None, help="Name of the step column in wide tables, when it is not step/global_step/iteration.")
 @click.option("--full", is_flag=True, help="In JSON, include ok, skipped and error findings too.")
-def analyze(paths, fmt, fail_on, config_path, step_column, full) -> None:
+def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full) -> None:
     """Analyze local training logs: CSV, Parquet, JSONL (long or wide), HF trainer_state.json,
     Lightning metrics.csv, detectron2 metrics.json, TensorBoard event files, MLflow run folders,
     W&B run folders (offline or synced).
 
     \b
     Examples:
+      trackerhealth analyze examples/logs
       trackerhealth analyze runs/*.parquet trainer_state.json lightning_logs/version_0/metrics.csv
       trackerhealth analyze run.csv --format json > report.json
       trackerhealth analyze mlruns/0 --format markdown --fail-on warning
+      trackerhealth analyze costs.csv --loss-key cost
       trackerhealth analyze wandb/ --format json > health.json
     """
     from .adapters.files import read_paths
+    from .engine import analyze as analyze_history
 
-    config = _load_config(config_path)
+    config = load_config(config_path, loss_key)
     histories, errors = read_paths(paths, step_column=step_column)
     reports = [analyze_history(history, config) for history in histories]
-    click.echo(formats.render(fmt, reports, errors, **({"full": full} if fmt == "json" else {})))
-    if fails(reports, fail_on):
-        sys.exit(EXIT_FINDINGS)
-    if errors:
-        sys.exit(EXIT_USAGE)
+    text = render(fmt, reports, errors, **({"full": full} if fmt == "json" else {}))
+    if text is not None:
+        click.echo(text)
+    echo_errors(errors)
+    raise SystemExit(exit_codes.for_reports(reports, fail_on, input_errors=bool(errors)))
 
 
-@main.command(name="diagnoses")
+@click.command(name="diagnoses", context_settings=CONTEXT)
 @click.argument("diagnosis_id", required=False)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True)
 def list_diagnoses(diagnosis_id, fmt) -> None:
-    """List the diagnoses: id, what each needs, thresholds with defaults and meaning, and the fix.
+    """List the diagnoses: id, what each needs, thresholds with defaults, and the fix.
 
     \b
     Examples:
@@ -99,24 +130,16 @@ def list_diagnoses(diagnosis_id, fmt) -> None:
       trackerhealth diagnoses scorecard
       trackerhealth diagnoses --format markdown > docs/diagnoses.md
     """
+    # The rendering lives with the diagnoses (the docs page is made by the same code).
+    from .diagnoses import _docs as diagnoses_docs
+
     try:
         click.echo(diagnoses_docs.render(diagnosis_id, fmt))
     except KeyError as exc:
         raise click.UsageError(str(exc.args[0])) from None
 
 
-def _register_commands() -> None:
-    # Commands with their own modules; each imports its integration (plotly, mlflow…) lazily.
-    from .demo import demo
-    from .report_cli import report
-    from .scan_cli import scan
-
-    main.add_command(scan)
-    main.add_command(report)
-    main.add_command(demo)
-
-
-_register_commands()
+__all__ = ["LAZY_COMMANDS", "LazyGroup", "analyze", "die", "list_diagnoses", "main"]
 
 if __name__ == "__main__":  # pragma: no cover
     main()

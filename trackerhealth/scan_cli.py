@@ -1,7 +1,7 @@
 """``trackerhealth scan``: scan W&B or MLflow runs and write their health back (or report on local W&B folders).
 
-Registered into the main group by the CLI (``main.add_command(scan)``); it imports the CLI module
-only inside the command, so either module can be imported first.
+Loaded by the CLI's lazy group (``trackerhealth.cli.LAZY_COMMANDS``); it imports nothing from the
+CLI module, and nothing but click at module level, so ``scan --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -11,17 +11,21 @@ from pathlib import Path
 
 import click
 
-from .writers import formats
+from . import exit_codes
+from .cli_common import (
+    CONTEXT,
+    FORMATS,
+    config_option,
+    echo_errors,
+    fail_on_option,
+    load_config,
+    loss_key_option,
+    render,
+    wall_seconds,
+)
+from .cli_common import die as _die
 
 __all__ = ["scan"]
-
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-FAIL_ON = ("critical", "warning", "never")
-
-
-def _die(message: str, code: int) -> None:
-    click.echo(f"Error: {message}", err=True)
-    sys.exit(code)
 
 
 class _Progress:
@@ -49,7 +53,7 @@ class _Progress:
             self.shown = False
 
 
-@click.command("scan", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.command("scan", context_settings=CONTEXT)
 @click.option("--project", "--wandb-project", "wandb_project", metavar="ENTITY/PROJECT",
               help="W&B project to scan through the W&B API (WANDB_API_KEY; WANDB_BASE_URL for W&B Server).")
 @click.option("--wandb-dir", "wandb_dirs", multiple=True, type=click.Path(path_type=Path), metavar="PATH",
@@ -75,14 +79,13 @@ class _Progress:
               help="W&B: list every selected run, not only those updated since the last scan (the cache's).")
 @click.option("--no-wandb-alerts", is_flag=True, help="W&B: send no W&B alerts (a --alert-webhook still gets them).")
 @click.option("--no-report", is_flag=True, help="W&B: do not create or update the project's 'Training health' report.")
-@click.option("--format", "fmt", type=click.Choice(formats.FORMATS), default="table", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Report format on stdout (the summary goes to stderr).")
-@click.option("--fail-on", type=click.Choice(FAIL_ON), default="critical", show_default=True,
-              help="Exit 1 when a finding at or above this level is found.")
+@fail_on_option
+@loss_key_option
 @click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
               help="Requests in flight (match the server's --workers).")
-@click.option("--config", "config_path", type=click.Path(), default=None,
-              help="trackerhealth.toml to use (default: ./trackerhealth.toml or [tool.trackerhealth] in ./pyproject.toml).")
+@config_option
 @click.option("--cache-dir", type=click.Path(path_type=Path), envvar="TRACKERHEALTH_CACHE_DIR", default=None,
               help="History cache (default: the user cache dir, e.g. ~/.cache/trackerhealth; keep it in your CI cache).")
 @click.option("--no-cache", is_flag=True, help="Fetch every history in full; read and write no cache.")
@@ -95,7 +98,7 @@ class _Progress:
               help="Progress bar on stderr (default: only when stderr is a terminal).")
 @click.option("--full", is_flag=True, help="In JSON, include ok, skipped and error findings too.")
 def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_ids, since, states, tags, all_runs,
-         no_wandb_alerts, no_report, fmt, fail_on, workers, config_path, cache_dir, no_cache, dry_run, alert_webhook,
+         no_wandb_alerts, no_report, fmt, fail_on, loss_key, workers, config_path, cache_dir, no_cache, dry_run, alert_webhook,
          mlflow_ui_url, progress, full) -> None:
     """Scan W&B or MLflow runs, write their health back onto each run, alert on new critical findings.
 
@@ -131,35 +134,31 @@ def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_
       trackerhealth scan --run 1455c5d579de434490f60138d67492de --dry-run
 
     \b
-    Exit codes: 0 healthy; 1 a finding at or above --fail-on; 2 usage or configuration error,
-    or a run that could not be scanned or written; 3 tracker unreachable.
+    Exit codes: 0 healthy; 1 a run at or above --fail-on; 2 usage or configuration error, or a run
+    that could not be scanned, analysed or written; 3 tracker unreachable.
     """
-    from .config import ConfigError, load
     from .writers.alerts import WebhookSender
 
-    try:
-        config = load(config_path)
-    except ConfigError as exc:
-        _die(str(exc), EXIT_USAGE)
+    config = load_config(config_path, loss_key)
     try:
         sender = WebhookSender.from_env(alert_webhook) if alert_webhook else None
     except ValueError as exc:
-        _die(f"{exc}; pass the webhook's full https:// URL to --alert-webhook", EXIT_USAGE)
+        _die(f"{exc}; pass the webhook's full https:// URL to --alert-webhook", exit_codes.USAGE)
     show = progress if progress is not None else _isatty(sys.stderr)
     bar = _Progress(bool(show))
     common = {"fmt": fmt, "fail_on": fail_on, "workers": workers, "dry_run": dry_run, "full": full, "bar": bar,
               "config": config}
     if wandb_project and wandb_dirs:
-        _die("pass either --project (the W&B API) or --wandb-dir (local folders), not both", EXIT_USAGE)
+        _die("pass either --project (the W&B API) or --wandb-dir (local folders), not both", exit_codes.USAGE)
     if (wandb_project or wandb_dirs) and (experiments or mlflow_ui_url):
         _die("--experiment and --mlflow-ui-url are MLflow options; a W&B scan takes --project or --wandb-dir",
-             EXIT_USAGE)
+             exit_codes.USAGE)
     if not (wandb_project or wandb_dirs) and (states or tags or all_runs or no_wandb_alerts or no_report):
         _die("--state, --tag, --all-runs, --no-wandb-alerts and --no-report are W&B options: add --project "
-             "ENTITY/PROJECT", EXIT_USAGE)
+             "ENTITY/PROJECT", exit_codes.USAGE)
     if wandb_dirs:
         if filter_string or run_ids or since or states or tags:
-            _die("--wandb-dir scans every run folder under the paths; selection options need --project", EXIT_USAGE)
+            _die("--wandb-dir scans every run folder under the paths; selection options need --project", exit_codes.USAGE)
         _scan_wandb_dirs(wandb_dirs, **common)
     elif wandb_project:
         _scan_wandb(wandb_project, filter_string=filter_string, run_ids=run_ids, since=since, states=states,
@@ -187,21 +186,21 @@ def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_d
             cache_dir=None if no_cache else (cache_dir if cache_dir is not None else _default()),
             workers=workers, ui_url=mlflow_ui_url)
     except SelectionError as exc:
-        _die(str(exc), EXIT_USAGE)
+        _die(str(exc), exit_codes.USAGE)
 
     try:
         writer = adapter.writer(alert=sender, config=config)
         result = run_scan(adapter, writer, config, workers=workers, dry_run=dry_run, progress=bar)
     except MlflowMissing as exc:
-        _die(str(exc), EXIT_USAGE)
+        _die(str(exc), exit_codes.USAGE)
     except SelectionError as exc:
-        _die(str(exc), EXIT_USAGE)
+        _die(str(exc), exit_codes.USAGE)
     except TrackerUnreachable as exc:
-        _die(str(exc), EXIT_UNREACHABLE)
+        _die(str(exc), exit_codes.UNREACHABLE)
     except ApiError as exc:
         if exc.status in (401, 403) or 400 <= exc.status < 500:
-            _die(f"{adapter.uri.redacted}: {exc}", EXIT_USAGE)
-        _die(f"{adapter.uri.redacted} failed while listing runs: {exc}; check the server's logs", EXIT_UNREACHABLE)
+            _die(f"{adapter.uri.redacted}: {exc}", exit_codes.USAGE)
+        _die(f"{adapter.uri.redacted} failed while listing runs: {exc}; check the server's logs", exit_codes.UNREACHABLE)
     finally:
         bar.finish()
         adapter.close()
@@ -232,9 +231,9 @@ def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_run
         if not dry_run and not result.errors:
             adapter.scan_complete()
     except (SelectionError, WandbMissing) as exc:
-        _die(str(exc), EXIT_USAGE)
+        _die(str(exc), exit_codes.USAGE)
     except TrackerUnreachable as exc:
-        _die(str(exc), EXIT_UNREACHABLE)
+        _die(str(exc), exit_codes.UNREACHABLE)
     finally:
         bar.finish()
         if adapter is not None:
@@ -253,7 +252,7 @@ def _scan_wandb_dirs(roots, *, fmt, fail_on, workers, dry_run, full, bar, config
     try:
         result = run_scan(WandbFolderAdapter(roots), None, config, workers=workers, dry_run=dry_run, progress=bar)
     except (WandbFolderError, WandbMissing) as exc:
-        _die(str(exc), EXIT_USAGE)
+        _die(str(exc), exit_codes.USAGE)
     finally:
         bar.finish()
     _finish(result, ["local W&B folders are only read: nothing is written back"], fmt=fmt, fail_on=fail_on,
@@ -261,21 +260,21 @@ def _scan_wandb_dirs(roots, *, fmt, fail_on, workers, dry_run, full, bar, config
 
 
 def _finish(result, notes, *, fmt, fail_on, full) -> None:
-    from .cli import fails
-
+    wall = wall_seconds()
+    if wall is not None:  # the command's wall time (listing, connecting, imports), not only the scan loop's
+        result.summary.elapsed_seconds = max(wall, result.summary.elapsed_seconds)
     extra = {"full": full, "summary": {**result.summary.to_dict(), "skipped": result.skipped}} if fmt == "json" else {}
-    click.echo(formats.render(fmt, result.reports, result.errors, **extra))
+    text = render(fmt, result.reports, result.errors, **extra)
+    if text is not None:
+        click.echo(text)
+    echo_errors(result.errors)
     for note in notes:
         click.echo(f"note: {note}", err=True)
     for item in result.skipped:
         click.echo(f"skipped {item['source']} ({item['run_id']}): {item['reason']}", err=True)
     click.echo(result.summary.line(), err=True)
-    if result.unreachable:
-        sys.exit(EXIT_UNREACHABLE)
-    if result.errors:
-        sys.exit(EXIT_USAGE)
-    if fails(result.reports, fail_on):
-        sys.exit(EXIT_FINDINGS)
+    sys.exit(exit_codes.for_reports(result.reports, fail_on, input_errors=bool(result.errors),
+                                    unreachable=result.unreachable))
 
 
 def _default():

@@ -9,7 +9,7 @@ plotting library or the analysis code.
 
 A run's status (:attr:`HealthReport.status`) is ``ok`` only when its training loss was recognised
 and every stage of its analysis ran: ``error`` when a stage failed, ``unknown`` when no training
-loss was recognised, otherwise the worst finding's level. :func:`fails_on` is the ``--fail-on`` rule.
+loss was recognised, otherwise the worst finding's level. The ``--fail-on`` rule and the exit codes live in :mod:`trackerhealth.exit_codes`.
 """
 
 from __future__ import annotations
@@ -667,24 +667,3 @@ class HealthReport:
             tuple(StageFailure.from_dict(f) for f in data.get("failures", ())),
             str(data.get("status_reason") or ""),
         )
-
-
-def fails_on(report: HealthReport, fail_on: str) -> bool:
-    """Whether ``report`` reaches ``--fail-on fail_on`` (``warning``, ``critical`` or ``never``).
-
-    The rule the CLI applies (its exit codes live with the CLI):
-
-    * a warning or critical finding counts at its level;
-    * status ``unknown`` counts as a warning: nothing says the run is healthy;
-    * status ``error`` always fails (even under ``never``) — the CLI exits 2 for it, before it looks
-      at ``--fail-on`` (exit 1), since the analysis did not finish;
-    * ``never`` otherwise passes everything.
-    """
-    if report.status == ERROR:
-        return True
-    if fail_on == "never":
-        return False
-    if fail_on not in (WARNING, CRITICAL):
-        raise ValueError(f"fail_on must be 'warning', 'critical' or 'never', not {fail_on!r}")
-    bar = STATUS_RANK[fail_on]
-    return STATUS_RANK[report.status] >= bar or any(LEVEL_RANK[f.level] >= bar for f in report.problems)

@@ -1,19 +1,27 @@
 """Fixtures for the GitHub Action test: the action installed as GitHub would install it, and a real
 MLflow server holding real training runs from tests/corpus.
 
-The server is the MLflow tests' session fixture (tests/mlflow/conftest.py), loaded here by path so
-these tests use the same code. The action's own install step runs once per session: the action's
-files (the repository as GitHub checks it out: tracked and non-ignored files) are copied to a
-temporary folder and pip-installed from there into a virtual environment that sees this
-environment's packages (so no download is needed: PIP_NO_INDEX), exactly as the step does it.
+The server is the session's MLflow fixture (tests/conftest.py). The action's own install step
+runs once per session: the action's files (the repository as GitHub checks it out: tracked and
+non-ignored files) are copied to a temporary folder and pip-installed from there, exactly as the
+step does it, into a fresh virtual environment of its own that sees the packages of the
+environment running the tests — the one `pip install -e '.[test]'` filled — so nothing is
+downloaded (PIP_NO_INDEX) and the wheel is built by that environment's setuptools (the test extra
+pins the version pyproject.toml's build-system needs).
+
+That environment, not the base interpreter's: `venv` always builds on the base interpreter, whose
+site-packages (with `system_site_packages`) may hold an old setuptools and none of trackerhealth's
+dependencies. A `.pth` file adds this environment's site-packages instead.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -45,14 +53,25 @@ def _action_files(dest: Path) -> Path:
     return dest
 
 
+def _see_this_environment(env_dir: Path) -> None:
+    """Make the venv at ``env_dir`` see this environment's packages, after its own."""
+    nested = subprocess.run([str(env_dir / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
+    ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    # addsitedir, as for a system site: these folders' own .pth files (namespace packages…) apply too.
+    lines = [f"import site; site.addsitedir({folder!r})" for folder in ours if Path(folder).is_dir()]
+    (Path(nested) / "_tests_outer_environment.pth").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 @pytest.fixture(scope="session")
 def action_env(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """(the action's folder, the runner's environment) with the action's install step already run."""
     root = tmp_path_factory.mktemp("action")
     action_path = _action_files(root / "_actions" / "trackerhealth")
     env_dir = root / "python"
-    # Without its own pip/setuptools: this environment's (recent) ones build the wheel, offline.
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    # Without its own pip/setuptools: this environment's ones build the wheel, offline.
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(env_dir)
+    _see_this_environment(env_dir)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MLFLOW_", "TRACKERHEALTH_", "WANDB_", "GITHUB_", "PYTHON"))}
     env.update({"PATH": f"{env_dir / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(env_dir),

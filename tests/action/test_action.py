@@ -46,6 +46,15 @@ def test_action_is_thin_pinned_and_injection_free():
         assert step_id in ids, f"output {name} reads a step that does not exist"
     scans = [s for s in steps if "run" in s and "trackerhealth scan" in s["run"]]
     assert len(scans) == 1, "the action runs the CLI's scan exactly once"
+    # No program of its own: the report is the CLI's `summary` command, and Python appears only in
+    # one-line calls (checking and splitting `args` before trackerhealth is installed).
+    reports = [s for s in steps if "run" in s and "trackerhealth summary" in s["run"]]
+    assert len(reports) == 1 and "--github" in reports[0]["run"]
+    for step in steps:
+        script = step.get("run", "")
+        assert not re.search(r"<<-?\s*'?[A-Z]+", script), f"{step['name']} embeds a here-document"
+        assert "python -\n" not in script and "import trackerhealth" not in script, step["name"]
+        assert "from trackerhealth" not in script, step["name"]
 
 
 def test_critical_runs_fail_the_job_and_everything_is_reported(runner, mlflow_server, client, action_experiments):
@@ -164,3 +173,4 @@ def test_bad_fail_on_is_the_clis_usage_error(runner, mlflow_server, action_exper
     result = runner.run(_inputs(mlflow_server, name, **{"fail-on": "sometimes", "dry-run": "true"}), skip=(INSTALL,))
     assert result.exit_code == 2 and result.outputs["exit-code"] == "2"
     assert "'sometimes' is not one of" in result.summary
+    assert any(cmd == "error" and msg.startswith("a usage or configuration error") for cmd, msg in result.commands)

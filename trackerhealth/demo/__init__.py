@@ -12,8 +12,22 @@ them into a local MLflow store, scans that store with the same adapter, scan loo
 Needs the ``mlflow`` extra; the dashboards also need the ``dashboard`` extra.
 """
 
-from ._cli import demo
-from ._run import DemoResult, run_demo
-from ._store import EXPERIMENT, DemoDirError
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Imported on first use (PEP 562): the CLI loads ._cli for `trackerhealth --help` without numpy.
+_LAZY = {"demo": "._cli", "DemoResult": "._run", "run_demo": "._run", "EXPERIMENT": "._store",
+         "DemoDirError": "._store"}
 
 __all__ = ["EXPERIMENT", "DemoDirError", "DemoResult", "demo", "run_demo"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trackerhealth.demo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

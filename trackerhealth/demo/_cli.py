@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-EXIT_USAGE = 2
+from ..exit_codes import USAGE as EXIT_USAGE
+
 DEFAULT_DIR = "trackerhealth-demo"
 
 
