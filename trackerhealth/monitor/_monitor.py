@@ -265,6 +265,7 @@ class HealthMonitor:
         self._raw_at_analysis = 0
         self._new_nonfinite = False
         self._tensors = _values.TensorBuffer(_TENSOR_LIMIT)  # detached tensors, read at the check
+        self._tensors_full = False
         self.skipped: dict[str, str] = {}  # key -> why its first unrecordable value was skipped
 
         # Opt-in NaN/Inf actions, taken at the log() call that sees the value.
@@ -306,9 +307,9 @@ class HealthMonitor:
         self._p_wall.append(time.time())
         values = self._p_value
         start = len(values)
-        codes, code_of, value_of = self._codes, self._p_code.append, values.append
+        codes, code_of, value_of, plain = self._codes, self._p_code.append, values.append, _values.PLAIN
         for key, value in metrics.items():
-            if type(value) not in _values.PLAIN:
+            if type(value) not in plain:
                 value = self._read(key, value, len(values))
                 if value is None:
                     continue
@@ -318,7 +319,7 @@ class HealthMonitor:
             code_of(code)
             value_of(value)
         self._p_count.append(len(values) - start)
-        if len(self._tensors) >= self._tensors.limit:
+        if self._tensors_full:
             self._read_tensors()
         if len(values) >= _FLUSH_ROWS:
             self._flush()
@@ -329,7 +330,7 @@ class HealthMonitor:
             if _values.is_tensor(value):
                 problem = _values.check_tensor(value)
                 if problem is None:
-                    self._tensors.add(_values.detached(value), slot)
+                    self._tensors_full = self._tensors.add(_values.detached(value), slot)
                     return _PENDING
                 got: float | _values.Skipped = _values.Skipped(problem)
             else:
@@ -345,6 +346,7 @@ class HealthMonitor:
 
     def _read_tensors(self) -> None:
         """Read the held tensors (one device sync) into their places among the pending values."""
+        self._tensors_full = False
         if not len(self._tensors):
             return
         try:
