@@ -299,3 +299,18 @@ def test_framework_callbacks_pass_tensors_and_numpy_through_the_same_reading():
     assert history["grad_norm"].values.tolist() == [0.3] * 3 and history["lr"].values.tolist() == [1e-3] * 3
     assert "is_best" not in history and "model_name" not in history, "flags and text of a log entry are left out"
     assert core.monitor.skipped == {}, "silently: they are not metrics"
+
+
+def test_steps_may_be_tensors_or_numpy_and_keys_need_not_be_text(caplog):
+    monitor = HealthMonitor(alert=None, stop_on_nonfinite=True)
+    with caplog.at_level(logging.WARNING, logger="trackerhealth"):
+        for i in range(4):
+            monitor.log({"train/loss": 1.0 / (i + 1), 7: 0.5}, step=torch.tensor(10 * i))
+        monitor.log({"train/loss": 0.1}, step=np.int64(50))
+        monitor.log({"train/loss": 0.1}, step="later")  # not a step: counted on from the last
+    history = monitor.history()
+    assert history["train/loss"].steps.tolist() == [0.0, 10.0, 20.0, 30.0, 50.0, 51.0]
+    assert history["7"].values.tolist() == [0.5] * 4
+    assert "not a step number" in monitor.skipped["step"] and len(caplog.records) == 1
+    with pytest.raises(TypeError, match=r"a mapping of metric names to values, e\.g\. monitor\.log\(\{'train/loss'"):
+        monitor.log([("train/loss", 1.0)])

@@ -296,19 +296,27 @@ class HealthMonitor:
         (CPU or GPU, with or without grad: detached at once, so no graph is kept alive, and read in
         one batch at the next check, so the GPU is not synchronised at every step). ``None`` is
         skipped; any other value (a string, a tensor of several elements) is skipped with a
-        warning, once per key (:attr:`skipped`). ``log()`` never raises, except the opted-in
-        ``stop_on_nonfinite`` error. ``batch`` (sample indices of this step's batch) is kept only
+        warning, once per key (:attr:`skipped`). ``step`` may be a number or a one-element tensor.
+        Past its arguments' shape (a mapping: else a ``TypeError`` at once), ``log()`` never
+        raises, except the opted-in ``stop_on_nonfinite`` error. ``batch`` (sample indices of this step's batch) is kept only
         with ``save_batches``.
         """
         if step is None:
             step = self._next_step
+        elif type(step) not in _values.PLAIN:
+            step = self._step_of(step)
         self._next_step = step + 1
         self._p_step.append(step)
         self._p_wall.append(time.time())
         values = self._p_value
         start = len(values)
         codes, code_of, value_of, plain = self._codes, self._p_code.append, values.append, _values.PLAIN
-        for key, value in metrics.items():
+        try:
+            items = metrics.items()
+        except AttributeError:
+            raise TypeError(f"monitor.log takes a mapping of metric names to values, e.g. "
+                            f"monitor.log({{'train/loss': loss}}, step=step), not a {type(metrics).__name__}") from None
+        for key, value in items:
             if type(value) not in plain:
                 value = self._read(key, value, len(values))
                 if value is None:
@@ -323,6 +331,19 @@ class HealthMonitor:
             self._read_tensors()
         if len(values) >= _FLUSH_ROWS:
             self._flush()
+
+    def _step_of(self, step: Any) -> float:
+        """A step given as a tensor or numpy number, as a float (the next step when it is not a number)."""
+        try:
+            got = float(step.detach()) if _values.is_tensor(step) else _values.read_now(step)
+        except Exception:  # noqa: BLE001 - an unreadable step never stops training
+            got = _values.Skipped("")
+        if isinstance(got, _values.Skipped) or not math.isfinite(got):
+            if "step" not in self.skipped:
+                self.skipped["step"] = f"{type(step).__name__} {step!r:.40} is not a step number: steps are counted instead"
+                _alerts.logger.warning("%s: monitor.log: %s (noted once)", self.ref.name, self.skipped["step"])
+            return self._next_step
+        return got
 
     def _read(self, key: str, value: Any, slot: int) -> Any:
         """A value that is not a plain float/int: its float, a placeholder for a held tensor, or None."""
@@ -371,6 +392,8 @@ class HealthMonitor:
     def _log_watching(self, metrics: Mapping[str, Any], step: float | None = None, *, batch: Any = None) -> None:
         if step is None:
             step = self._next_step
+        elif type(step) not in _values.PLAIN:
+            step = self._step_of(step)
         if batch is not None:
             self._batches.append((step, batch))
         HealthMonitor.log(self, metrics, step)
@@ -406,11 +429,12 @@ class HealthMonitor:
             self._on_nonfinite(step, key, number)
         return False
 
-    def _register(self, key: str) -> int:
+    def _register(self, key: Any) -> int:
         code = len(self._names)
         self._codes[key] = code
-        self._names.append(key)
-        if _loss_like(key):
+        name = key if isinstance(key, str) else str(key)  # a tracker key is text
+        self._names.append(name)
+        if _loss_like(name):
             self._loss_codes.add(code)
         return code
 
