@@ -314,3 +314,27 @@ def test_steps_may_be_tensors_or_numpy_and_keys_need_not_be_text(caplog):
     assert "not a step number" in monitor.skipped["step"] and len(caplog.records) == 1
     with pytest.raises(TypeError, match=r"a mapping of metric names to values, e\.g\. monitor\.log\(\{'train/loss'"):
         monitor.log([("train/loss", 1.0)])
+
+
+def test_a_check_whose_analysis_fails_goes_on_and_is_not_healthy(monkeypatch, caplog):
+    from trackerhealth.monitor import _monitor
+
+    monitor = HealthMonitor(alert=None)
+    for step in range(200):
+        monitor.log({"train/loss": 1.0 / (step + 1)}, step=step)
+        if step == 99:
+            assert monitor.check().analyzed
+
+    def broken(history, config):
+        raise ZeroDivisionError("a bug in a diagnosis")
+
+    monkeypatch.setattr(_monitor, "analyze", broken)
+    with caplog.at_level(logging.ERROR, logger="trackerhealth"):
+        result = monitor.check()
+    assert not result and not result.healthy and result.error == "ZeroDivisionError: a bug in a diagnosis"
+    assert "the check failed" in str(result) and result.to_dict()["error"] == result.error
+    assert any("training goes on" in r.getMessage() for r in caplog.records)
+    monkeypatch.undo()
+    monitor.log({"train/loss": 0.001}, step=200)  # not 10 % more data: due only because the last one failed
+    again = monitor.check()
+    assert again.analyzed and again.error is None and again.healthy, "the next check tries again"

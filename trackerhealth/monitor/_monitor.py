@@ -100,7 +100,8 @@ class CheckResult:
     ``print(monitor.check())`` is readable in a training log; :meth:`to_dict` has everything.
 
     Truth value: a result is true when the run is **healthy** — no warning or critical finding is
-    active (``status == "ok"``), the same as :attr:`healthy`. So ``if not monitor.check(): ...``
+    active (``status == "ok"``) and the check itself did not fail (``error``), the same as
+    :attr:`healthy`. So ``if not monitor.check(): ...``
     reacts to a problem, whether it was raised at this check or earlier and still holds; use
     ``result.new`` for "raised at this check".
     """
@@ -112,6 +113,7 @@ class CheckResult:
     report: HealthReport | None
     analyzed: bool
     final: bool = False
+    error: str | None = None  # the analysis failed (never healthy): why
 
     @property
     def status(self) -> str:
@@ -120,8 +122,8 @@ class CheckResult:
 
     @property
     def healthy(self) -> bool:
-        """No warning or critical finding is active."""
-        return not self.active
+        """No warning or critical finding is active, and the check did not fail."""
+        return not self.active and self.error is None
 
     @property
     def ids(self) -> list[str]:
@@ -146,7 +148,9 @@ class CheckResult:
             parts.append("still active: " + ", ".join(held))
         if self.cleared:
             parts.append("cleared: " + ", ".join(self.cleared))
-        if not self.analyzed:
+        if self.error is not None:
+            parts.append(f"the check failed: {self.error}")
+        elif not self.analyzed:
             parts.append("not re-analysed (the run has not grown enough)")
         return "; ".join(parts)
 
@@ -164,6 +168,7 @@ class CheckResult:
             "analyzed": self.analyzed,
             "final": self.final,
             "score": self.score,
+            "error": self.error,
         }
 
 
@@ -522,9 +527,17 @@ class HealthMonitor:
             if not self._new_nonfinite:
                 return self._deferred(step)
         self._flush()
+        try:
+            report = analyze(self.history(), self.config)
+        except Exception as exc:  # noqa: BLE001 - a failed analysis is reported, never raised into the loop
+            # Not marked as analysed: the next check tries again.
+            error = f"{type(exc).__name__}: {exc}"
+            _alerts.logger.error("%s: the health check at step %s failed (%s); training goes on, the next check "
+                                 "tries again — please report this with the traceback", self.ref.name, step, error,
+                                 exc_info=True)
+            return CheckResult(step, (), tuple(self._active.values()), (), self.report, False, final, error)
         self._new_nonfinite = False
         self._raw_at_analysis = self._n_raw
-        report = analyze(self.history(), self.config)
         self.report = report
         new, cleared = self._update(report, final)
         for f in new:
