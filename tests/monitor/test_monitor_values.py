@@ -221,6 +221,23 @@ def test_every_kind_of_value_is_read_or_skipped_with_a_note(caplog):
     assert len(notes) == len(skipped) - 1, "one note per key, not one per step"
 
 
+def test_a_tensor_read_that_fails_drops_those_values_and_goes_on(monkeypatch, caplog):
+    def device_lost(self):
+        self.tensors, self.slots = [], []
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monitor = HealthMonitor(alert=None)
+    for step in range(10):
+        monitor.log({"train/loss": torch.tensor(1.0 / (step + 1)), "lr": 0.1}, step=step)
+    monkeypatch.setattr(_values.TensorBuffer, "read", device_lost)
+    with caplog.at_level(logging.WARNING, logger="trackerhealth"):
+        result = monitor.check()
+    assert "10 logged tensor value(s) could not be read" in caplog.text and "illegal memory access" in caplog.text
+    history = monitor.history()
+    assert "train/loss" not in history, "dropped, not recorded as NaN (which would claim the loss went NaN)"
+    assert history["lr"].values.tolist() == [0.1] * 10 and result.analyzed
+
+
 def test_log_never_raises_into_the_loop(caplog):
     class BrokenNumber(float):
         pass
@@ -311,7 +328,7 @@ def test_steps_may_be_tensors_or_numpy_and_keys_need_not_be_text(caplog):
     history = monitor.history()
     assert history["train/loss"].steps.tolist() == [0.0, 10.0, 20.0, 30.0, 50.0, 51.0]
     assert history["7"].values.tolist() == [0.5] * 4
-    assert "not a step number" in monitor.skipped["step"] and len(caplog.records) == 1
+    assert "not a step number" in monitor.skipped["<step>"] and len(caplog.records) == 1
     with pytest.raises(TypeError, match=r"a mapping of metric names to values, e\.g\. monitor\.log\(\{'train/loss'"):
         monitor.log([("train/loss", 1.0)])
 

@@ -58,8 +58,8 @@ if TYPE_CHECKING:
 NONFINITE = "nonfinite"
 _FLUSH_ROWS = 1 << 16
 _TENSOR_LIMIT = 1024  # held tensors read in one go before the check: bounds memory and device syncs
+STEP_NOTE = "<step>"  # the entry of HealthMonitor.skipped for an unreadable step (not a metric key)
 _PENDING = _values.Skipped("a tensor not read yet")  # its place among the pending values
-_UNREADABLE = _values.Skipped("a tensor that could not be read")  # not a number: dropped at the flush
 
 
 def _loss_like(key: str) -> bool:
@@ -271,7 +271,7 @@ class HealthMonitor:
         self._new_nonfinite = False
         self._tensors = _values.TensorBuffer(_TENSOR_LIMIT)  # detached tensors, read at the check
         self._tensors_full = False
-        self.skipped: dict[str, str] = {}  # key -> why its first unrecordable value was skipped
+        self.skipped: dict[str, str] = {}  # key (or STEP_NOTE) -> why its first unrecordable value was skipped
 
         # Opt-in NaN/Inf actions, taken at the log() call that sees the value.
         self.stop_mode = {True: "raise", "raise": "raise", "flag": "flag", False: None}[stop_on_nonfinite]
@@ -303,8 +303,8 @@ class HealthMonitor:
         skipped; any other value (a string, a tensor of several elements) is skipped with a
         warning, once per key (:attr:`skipped`). ``step`` may be a number or a one-element tensor.
         Past its arguments' shape (a mapping: else a ``TypeError`` at once), ``log()`` never
-        raises, except the opted-in ``stop_on_nonfinite`` error. ``batch`` (sample indices of this step's batch) is kept only
-        with ``save_batches``.
+        raises, except the opted-in ``stop_on_nonfinite`` error. ``batch`` (sample indices of
+        this step's batch) is kept only with ``save_batches``.
         """
         if step is None:
             step = self._next_step
@@ -344,9 +344,9 @@ class HealthMonitor:
         except Exception:  # noqa: BLE001 - an unreadable step never stops training
             got = _values.Skipped("")
         if isinstance(got, _values.Skipped) or not math.isfinite(got):
-            if "step" not in self.skipped:
-                self.skipped["step"] = f"{type(step).__name__} {step!r:.40} is not a step number: steps are counted instead"
-                _alerts.logger.warning("%s: monitor.log: %s (noted once)", self.ref.name, self.skipped["step"])
+            if STEP_NOTE not in self.skipped:
+                self.skipped[STEP_NOTE] = f"{type(step).__name__} {step!r:.40} is not a step number: steps are counted on"
+                _alerts.logger.warning("%s: monitor.log: %s (noted once)", self.ref.name, self.skipped[STEP_NOTE])
             return self._next_step
         return got
 
@@ -375,13 +375,14 @@ class HealthMonitor:
         self._tensors_full = False
         if not len(self._tensors):
             return
+        held = len(self._tensors)
         try:
             slots, read = self._tensors.read()
         except Exception as exc:  # noqa: BLE001 - e.g. a device error: drop these values, say so, go on
-            slots, read = self._tensors.slots, [_UNREADABLE] * len(self._tensors)
-            self._tensors.tensors, self._tensors.slots = [], []
+            # Their places keep the _PENDING placeholder, which is not a number: dropped at the flush.
             _alerts.logger.warning("%s: %d logged tensor value(s) could not be read and were dropped: %s: %s",
-                                   self.ref.name, len(slots), type(exc).__name__, exc)
+                                   self.ref.name, held, type(exc).__name__, exc)
+            return
         values = self._p_value
         for slot, value in zip(slots, read):
             values[slot] = value
