@@ -99,7 +99,9 @@ def check_tensor(t: Any) -> str | None:
 
 def detached(t: Any) -> Any:
     """``t`` without its autograd graph, as a 0-d tensor that pins no larger storage."""
-    t = t.detach().reshape(())
+    t = t.detach()
+    if t.dim():  # a loss is 0-d already: reshape costs more than the detach
+        t = t.reshape(())
     # A view into a bigger tensor (``logits[0, 0]``) would keep all of it alive until the check.
     if t.untyped_storage().nbytes() > t.element_size():
         t = t.clone()
