@@ -194,3 +194,39 @@ for name, blocked in [('HFHealthCallback', ['transformers']),
     assert "LightningHealthCallback" in lines[2] and "pip install 'trackerhealth[lightning]'" in lines[2]
     assert "KerasHealthCallback" in lines[3] and "pip install 'trackerhealth[keras]'" in lines[3]
     assert time.monotonic() - t0 < 120
+
+
+def test_mlflow_tags_that_cannot_be_written_say_so_once(tmp_path, monkeypatch, caplog):
+    """A real MLflow run (file store); the tracking server 'goes away' for a while (log_batch fails)."""
+    mlflow = pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
+    real = MlflowClient.log_batch
+    down = {"on": True}
+
+    def log_batch(self, *args, **kwargs):
+        if down["on"]:
+            raise ConnectionError("tracking server unreachable")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "log_batch", log_batch)
+    try:
+        with mlflow.start_run() as run, caplog.at_level("DEBUG", logger="trackerhealth"):
+            monitor = HealthMonitor(alert=["mlflow"], name="flaky")
+            for step in range(2000):
+                monitor.log({"train/loss": 1.0 / (1 + step) if step < 1500 else float("nan")}, step=step)
+                if step == 1600:
+                    down["on"] = False
+                if step % 100 == 99:
+                    monitor.check(force=True)
+            monitor.close()
+            tags = MlflowClient().get_run(run.info.run_id).data.tags
+    finally:
+        mlflow.set_tracking_uri(None)
+    failed = [r for r in caplog.records if "failed: ConnectionError" in r.getMessage()]
+    assert len(failed) > 3, "it failed at many checks"
+    assert [r.levelname for r in failed].count("WARNING") == 1, "said once"
+    assert any("written again" in r.getMessage() for r in caplog.records)
+    assert tags["trackerhealth.status"] == "critical", "written once the server was back"

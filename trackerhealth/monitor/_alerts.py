@@ -69,6 +69,28 @@ class AlertedIds:
         return bool(self.snapshot())
 
 
+class FailureNote:
+    """A channel's delivery failures, said once: a warning at the first, an info line when it works
+    again (and a warning at the next failure after that); the ones in between go to debug."""
+
+    def __init__(self) -> None:
+        self.failing = False
+        self.count = 0
+
+    def note(self, message: str) -> None:
+        self.count += 1
+        if self.failing:
+            logger.debug(message)
+            return
+        self.failing = True
+        logger.warning("%s (said once until it works again)", message)
+
+    def ok(self, message: str) -> None:
+        if self.failing:
+            self.failing = False
+            logger.info(message)
+
+
 class Channel:
     """A destination for findings; ``notify`` gets the newly raised ones and the cleared ids."""
 
@@ -114,6 +136,7 @@ class WandbChannel(Channel):
         self.wait_duration = wait_duration
         self.required = required  # asked for by name: a missing run is a warning, not an info line
         self._told = False
+        self.failures = FailureNote()
 
     def notify(self, new, cleared, report, active) -> None:
         if self.wandb is None:
@@ -133,7 +156,9 @@ class WandbChannel(Channel):
                 run.alert(title=f"trackerhealth: {f.id}", text=alert_text(f), level=level,
                           wait_duration=self.wait_duration)
             except Exception as exc:  # noqa: BLE001 - never into the training loop
-                logger.warning("W&B alert for %s failed: %s: %s", f.id, type(exc).__name__, exc)
+                self.failures.note(f"W&B alert for {f.id} failed: {type(exc).__name__}: {exc}")
+            else:
+                self.failures.ok("W&B alerts are delivered again")
 
 
 class MlflowChannel(Channel):
@@ -153,6 +178,7 @@ class MlflowChannel(Channel):
         self.required = required
         self._written: dict[str, dict[str, str]] = {}  # run id -> tags last written
         self._told = False
+        self.failures = FailureNote()
 
     def notify(self, new, cleared, report, active) -> None:
         if self.mlflow is None:
@@ -187,7 +213,9 @@ class MlflowChannel(Channel):
             MlflowClient().log_batch(run_id, tags=[RunTag(k, v) for k, v in stamped.items()])
             self._written[run_id] = tags
         except Exception as exc:  # noqa: BLE001 - never into the training loop
-            logger.warning("writing trackerhealth tags on MLflow run %s failed: %s: %s", run_id, type(exc).__name__, exc)
+            self.failures.note(f"writing trackerhealth tags on MLflow run {run_id} failed: {type(exc).__name__}: {exc}")
+        else:
+            self.failures.ok(f"trackerhealth tags on MLflow run {run_id} are written again")
 
 
 class WebhookChannel(Channel):
