@@ -53,7 +53,8 @@ def test_a_slow_or_failing_webhook_never_reaches_the_training_loop(monkeypatch, 
             hook.release()
             monitor.close(timeout=30)
         assert len(hook.received) == 2  # one try and one retry, both answered 500
-    assert any("not delivered" in r.getMessage() and "HTTP 500" in r.getMessage() for r in caplog.records)
+    said = [r.getMessage() for r in caplog.records if "not delivered" in r.getMessage()]
+    assert len(said) == 1 and "HTTP 500" in said[0], said
     assert "secret" not in caplog.text, "the webhook's secret path is never logged"
 
     closed = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
@@ -62,6 +63,31 @@ def test_a_slow_or_failing_webhook_never_reaches_the_training_loop(monkeypatch, 
         train_monitored("nan_exploding_lr_linreg", monitor, 50, monkeypatch)
         monitor.close(timeout=30)
     assert any("not delivered" in r.getMessage() for r in caplog.records)
+
+
+def test_a_webhook_that_cannot_deliver_says_so_once_and_counts_the_rest_at_close(caplog):
+    """Two critical findings (overfitting, then a NaN loss) for a webhook where nothing listens.
+
+    The losses are a formula (a stress case for the alert path, not evidence for the diagnoses).
+    """
+    closed = f"http://127.0.0.1:{free_port()}/hook"
+    monitor = HealthMonitor(alert=[closed], webhook_timeout=1, confirm=1)
+    with caplog.at_level("WARNING", logger="trackerhealth"):
+        for step in range(3000):
+            train = 1.0 / (1 + step / 100) + 0.002 * ((step * 7919) % 13)
+            values = {"train/loss": train if step < 2500 else float("nan")}
+            if step % 50 == 0:
+                values["val/loss"] = 0.5 + ((step - 600) / 1000) ** 2 if step > 600 else 0.5 + (600 - step) / 600
+            monitor.log(values, step=step)
+            if step % 250 == 249:
+                monitor.check(force=True)
+        monitor.close(timeout=30)
+    hook = monitor.channels[1]
+    assert sorted(hook.undelivered) == ["nonfinite", "overfitting"], [f.id for _, f in monitor.raised]
+    failed = [r.getMessage() for r in caplog.records if "not delivered" in r.getMessage()]
+    assert len(failed) == 2, failed  # the first failure, and the count at close
+    assert "further failures" in failed[0]
+    assert "2 alert(s) not delivered (overfitting, nonfinite)" in failed[1]
 
 
 def _run(args, tmp_path, timeout=180, **env):
@@ -122,14 +148,24 @@ def test_asking_for_a_tracker_that_is_not_installed_says_what_to_install(monkeyp
         HealthMonitor(alert=["ftp://example.invalid/hook"])
 
 
-def test_without_a_live_run_tracker_alerts_are_skipped_quietly(monkeypatch, tmp_path, caplog):
+def test_without_a_live_run_tracker_alerts_are_skipped_with_one_warning(monkeypatch, tmp_path, caplog):
     pytest.importorskip("wandb")
     monitor = HealthMonitor(alert=["wandb", "log"], name="offline")
     with caplog.at_level("INFO", logger="trackerhealth"):
         log = train_monitored("nan_exploding_lr_linreg", monitor, 50, monkeypatch)
         monitor.close()
-    assert any("no live W&B run" in r.getMessage() for r in caplog.records)
+    said = [r for r in caplog.records if "no live W&B run" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING", "asked for by name: said once, as a warning"
+    assert len(log.checks) > 10
     assert scan_ids(log, tmp_path) == {"nonfinite"}
+
+    caplog.clear()
+    monitor = HealthMonitor(alert="auto", name="offline")  # W&B only because it is imported: an info line
+    with caplog.at_level("INFO", logger="trackerhealth"):
+        train_monitored("nan_exploding_lr_linreg", monitor, 50, monkeypatch)
+        monitor.close()
+    said = [r for r in caplog.records if "no live W&B run" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "INFO"
 
 
 def test_importing_the_monitor_imports_no_framework_and_a_missing_one_names_the_fix():
@@ -158,3 +194,39 @@ for name, blocked in [('HFHealthCallback', ['transformers']),
     assert "LightningHealthCallback" in lines[2] and "pip install 'trackerhealth[lightning]'" in lines[2]
     assert "KerasHealthCallback" in lines[3] and "pip install 'trackerhealth[keras]'" in lines[3]
     assert time.monotonic() - t0 < 120
+
+
+def test_mlflow_tags_that_cannot_be_written_say_so_once(tmp_path, monkeypatch, caplog):
+    """A real MLflow run (file store); the tracking server 'goes away' for a while (log_batch fails)."""
+    mlflow = pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
+    real = MlflowClient.log_batch
+    down = {"on": True}
+
+    def log_batch(self, *args, **kwargs):
+        if down["on"]:
+            raise ConnectionError("tracking server unreachable")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "log_batch", log_batch)
+    try:
+        with mlflow.start_run() as run, caplog.at_level("DEBUG", logger="trackerhealth"):
+            monitor = HealthMonitor(alert=["mlflow"], name="flaky")
+            for step in range(2000):
+                monitor.log({"train/loss": 1.0 / (1 + step) if step < 1500 else float("nan")}, step=step)
+                if step == 1600:
+                    down["on"] = False
+                if step % 100 == 99:
+                    monitor.check(force=True)
+            monitor.close()
+            tags = MlflowClient().get_run(run.info.run_id).data.tags
+    finally:
+        mlflow.set_tracking_uri(None)
+    failed = [r for r in caplog.records if "failed: ConnectionError" in r.getMessage()]
+    assert len(failed) > 3, "it failed at many checks"
+    assert [r.levelname for r in failed].count("WARNING") == 1, "said once"
+    assert any("written again" in r.getMessage() for r in caplog.records)
+    assert tags["trackerhealth.status"] == "critical", "written once the server was back"

@@ -6,11 +6,16 @@ from trackerhealth.monitor import HealthMonitor
 monitor = HealthMonitor(alert=["wandb", "mlflow", "log"], fail_on=None)   # or a Slack webhook URL
 for step, batch in enumerate(loader):
     ...
-    monitor.log({"train/loss": loss, "grad_norm": gn, "lr": lr}, step=step)
+    monitor.log({"train/loss": loss, "grad_norm": gn, "lr": lr}, step=step)  # tensors as they are
     if end_of_epoch:
-        result = monitor.check()          # findings raised since the last check: result.new
+        result = monitor.check()          # print(result): one line; result.new: raised at this check
+        if not result:                    # false while a warning or critical finding is active
+            ...
 monitor.close()                           # the final check: what a later scan of the run reports
 ```
+
+``log()`` takes torch tensors (any device, with grad: detached at once, read in one batch per
+check), numpy and Python scalars; see :mod:`._values`.
 
 Framework callbacks (each imports its framework only when used):
 ``HFHealthCallback`` (Hugging Face ``TrainerCallback``), ``LightningHealthCallback`` (Lightning

@@ -69,6 +69,28 @@ class AlertedIds:
         return bool(self.snapshot())
 
 
+class FailureNote:
+    """A channel's delivery failures, said once: a warning at the first, an info line when it works
+    again (and a warning at the next failure after that); the ones in between go to debug."""
+
+    def __init__(self) -> None:
+        self.failing = False
+        self.count = 0
+
+    def note(self, message: str) -> None:
+        self.count += 1
+        if self.failing:
+            logger.debug(message)
+            return
+        self.failing = True
+        logger.warning("%s (said once until it works again)", message)
+
+    def ok(self, message: str) -> None:
+        if self.failing:
+            self.failing = False
+            logger.info(message)
+
+
 class Channel:
     """A destination for findings; ``notify`` gets the newly raised ones and the cleared ids."""
 
@@ -112,7 +134,9 @@ class WandbChannel(Channel):
         self.wandb = wandb
         self.min_rank = LEVEL_RANK[min_level]
         self.wait_duration = wait_duration
+        self.required = required  # asked for by name: a missing run is a warning, not an info line
         self._told = False
+        self.failures = FailureNote()
 
     def notify(self, new, cleared, report, active) -> None:
         if self.wandb is None:
@@ -120,7 +144,8 @@ class WandbChannel(Channel):
         run = getattr(self.wandb, "run", None)
         if run is None:
             if not self._told:
-                logger.info("no live W&B run (wandb.init not called): W&B alerts are skipped")
+                _say_once(self.required, "no live W&B run (wandb.init not called yet): W&B alerts are skipped "
+                          "until there is one (this is said once)")
                 self._told = True
             return
         for f in new:
@@ -131,7 +156,9 @@ class WandbChannel(Channel):
                 run.alert(title=f"trackerhealth: {f.id}", text=alert_text(f), level=level,
                           wait_duration=self.wait_duration)
             except Exception as exc:  # noqa: BLE001 - never into the training loop
-                logger.warning("W&B alert for %s failed: %s: %s", f.id, type(exc).__name__, exc)
+                self.failures.note(f"W&B alert for {f.id} failed: {type(exc).__name__}: {exc}")
+            else:
+                self.failures.ok("W&B alerts are delivered again")
 
 
 class MlflowChannel(Channel):
@@ -148,8 +175,10 @@ class MlflowChannel(Channel):
             mlflow = None
         self.mlflow = mlflow
         self.alerted = alerted  # the webhook's record of alerted ids, shared; None without a webhook
+        self.required = required
         self._written: dict[str, dict[str, str]] = {}  # run id -> tags last written
         self._told = False
+        self.failures = FailureNote()
 
     def notify(self, new, cleared, report, active) -> None:
         if self.mlflow is None:
@@ -157,7 +186,8 @@ class MlflowChannel(Channel):
         run = self.mlflow.active_run()
         if run is None:
             if not self._told:
-                logger.info("no active MLflow run (mlflow.start_run not called): MLflow tags are skipped")
+                _say_once(self.required, "no active MLflow run (mlflow.start_run not called yet): MLflow health "
+                          "tags are skipped until there is one (this is said once)")
                 self._told = True
             return
         from ..writers import mlflow_writer as mw
@@ -183,7 +213,9 @@ class MlflowChannel(Channel):
             MlflowClient().log_batch(run_id, tags=[RunTag(k, v) for k, v in stamped.items()])
             self._written[run_id] = tags
         except Exception as exc:  # noqa: BLE001 - never into the training loop
-            logger.warning("writing trackerhealth tags on MLflow run %s failed: %s: %s", run_id, type(exc).__name__, exc)
+            self.failures.note(f"writing trackerhealth tags on MLflow run {run_id} failed: {type(exc).__name__}: {exc}")
+        else:
+            self.failures.ok(f"trackerhealth tags on MLflow run {run_id} are written again")
 
 
 class WebhookChannel(Channel):
@@ -197,6 +229,7 @@ class WebhookChannel(Channel):
         self.alerted = alerted
         self._queue: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
+        self.undelivered: list[str] = []  # finding ids whose alert did not go out (the thread appends)
 
     def notify(self, new, cleared, report, active) -> None:
         from ..writers.alerts import build_payload
@@ -222,7 +255,10 @@ class WebhookChannel(Channel):
                     self.sender.send(payload)
                     self.alerted.add(diag_id)
                 except Exception as exc:  # noqa: BLE001 - AlertError or anything else: log, never raise
-                    logger.warning("trackerhealth alert for %s not delivered: %s", diag_id, exc)
+                    self.undelivered.append(diag_id)
+                    if len(self.undelivered) == 1:  # said once; close() gives the count
+                        logger.warning("trackerhealth alert for %s not delivered: %s (this webhook's further "
+                                       "failures are counted and reported at close())", diag_id, exc)
             finally:
                 self._queue.task_done()
 
@@ -239,6 +275,14 @@ class WebhookChannel(Channel):
         threading.Thread(target=wait, daemon=True).start()
         if not done.wait(timeout):
             logger.warning("%s: %d alert(s) still unsent after %.0f s", self.name, self._queue.qsize(), timeout)
+        if len(self.undelivered) > 1:
+            logger.warning("%s: %d alert(s) not delivered (%s)", self.name, len(self.undelivered),
+                           ", ".join(self.undelivered))
+
+
+def _say_once(loud: bool, message: str) -> None:
+    """A channel that cannot deliver: a warning when the user named it, an info line under ``auto``."""
+    logger.log(logging.WARNING if loud else logging.INFO, message)
 
 
 def make_channels(alert, *, min_level: str, wait_duration: float, timeout: float,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ from ..schema import CRITICAL
 from ._alerts import AUTO, logger
 from ._monitor import NONFINITE, CheckResult, HealthCheckError, HealthMonitor
 from ._timing import StepTimer
+from ._values import is_metric
 
 
 def require(module: str, extra: str, package: str):
@@ -68,8 +68,12 @@ class CallbackCore:
         self.final: CheckResult | None = None
 
     def log(self, metrics: dict[str, Any], step: float) -> bool:
-        """Give the monitor the numbers among ``metrics``; True when training should stop."""
-        numeric = {k: v for k, v in metrics.items() if isinstance(v, numbers.Real) and not isinstance(v, bool)}
+        """Give the monitor the numbers among ``metrics``; True when training should stop.
+
+        Numbers, numpy values and tensors go to the monitor, which converts them (tensors detached
+        and read in one batch per check); flags, text and other entries of a log are left out.
+        """
+        numeric = {k: v for k, v in metrics.items() if is_metric(v)}
         if numeric:
             self.monitor.log(numeric, step)
         return self.should_stop()

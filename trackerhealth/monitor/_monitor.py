@@ -1,6 +1,7 @@
 """HealthMonitor: the scan's diagnoses, run from inside the training loop.
 
-``log()`` only appends to flat lists (well under a microsecond per metric); the rows move into
+``log()`` only appends to flat lists (well under a microsecond per plain number; tensors are
+detached and held, see :mod:`._values`, and read in one batch per check); the rows move into
 bounded per-key stores (:mod:`._store`) every 65,536 rows and before an analysis. ``check()``
 looks at the new values for NaN/Inf and runs :func:`trackerhealth.engine.analyze` — the very
 diagnoses a scan runs — on the history the stores hold. While a key has at most ``cap`` points that history is exactly what a scan of the
@@ -48,7 +49,7 @@ from ..schema import (
     RunRef,
     Series,
 )
-from . import _alerts
+from . import _alerts, _values
 from ._store import KeyStore
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ if TYPE_CHECKING:
 
 NONFINITE = "nonfinite"
 _FLUSH_ROWS = 1 << 16
+_TENSOR_LIMIT = 1024  # held tensors read in one go before the check: bounds memory and device syncs
+STEP_NOTE = "<step>"  # the entry of HealthMonitor.skipped for an unreadable step (not a metric key)
+_PENDING = _values.Skipped("a tensor not read yet")  # its place among the pending values
 
 
 def _loss_like(key: str) -> bool:
@@ -84,13 +88,22 @@ class NonFiniteLossError(HealthCheckError, FloatingPointError):
         self.step, self.key, self.value, self.saved = step, key, value, saved
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class CheckResult:
     """What one ``check()`` found.
 
     ``new``: findings raised at this check (they alerted); ``active``: every raised finding not yet
     cleared; ``cleared``: ids that cleared at this check; ``report``: the latest full analysis
     (None before the first); ``analyzed``: whether this check ran the diagnoses.
+
+    ``str()`` and ``repr()`` are one line (step, status, score, new and active ids), so
+    ``print(monitor.check())`` is readable in a training log; :meth:`to_dict` has everything.
+
+    Truth value: a result is true when the run is **healthy** — no warning or critical finding is
+    active (``status == "ok"``) and the check itself did not fail (``error``), the same as
+    :attr:`healthy`. So ``if not monitor.check(): ...``
+    reacts to a problem, whether it was raised at this check or earlier and still holds; use
+    ``result.new`` for "raised at this check".
     """
 
     step: float | None
@@ -100,6 +113,7 @@ class CheckResult:
     report: HealthReport | None
     analyzed: bool
     final: bool = False
+    error: str | None = None  # the analysis failed (never healthy): why
 
     @property
     def status(self) -> str:
@@ -107,14 +121,44 @@ class CheckResult:
         return {0: "ok", 1: WARNING, 2: CRITICAL}[worst]
 
     @property
+    def healthy(self) -> bool:
+        """No warning or critical finding is active, and the check did not fail."""
+        return not self.active and self.error is None
+
+    @property
     def ids(self) -> list[str]:
         return [f.id for f in self.active]
 
+    @property
+    def score(self) -> float | None:
+        """The latest analysis' overall score (None before the first, or when nothing could be scored)."""
+        return None if self.report is None else self.report.score
+
     def __bool__(self) -> bool:
-        """True when this check raised something new."""
-        return bool(self.new)
+        """True when the run is healthy (no active warning or critical finding): see the class doc."""
+        return self.healthy
+
+    def __str__(self) -> str:
+        step = "?" if self.step is None else f"{self.step:g}"
+        score = "n/a" if self.score is None else f"{self.score:.1f}"
+        parts = [f"{'final check' if self.final else 'check'} at step {step}: {self.status}, score {score}"]
+        parts.append("new: " + (", ".join(f"{f.id} ({f.level})" for f in self.new) or "none"))
+        held = [i for i in self.ids if i not in {f.id for f in self.new}]
+        if held:
+            parts.append("still active: " + ", ".join(held))
+        if self.cleared:
+            parts.append("cleared: " + ", ".join(self.cleared))
+        if self.error is not None:
+            parts.append(f"the check failed: {self.error}")
+        elif not self.analyzed:
+            parts.append("not re-analysed (the run has not grown enough)")
+        return "; ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"<CheckResult {self}>"
 
     def to_dict(self) -> dict[str, Any]:
+        """Everything this check found (findings with messages, evidence and fixes), JSON-able."""
         return {
             "step": self.step,
             "status": self.status,
@@ -123,7 +167,8 @@ class CheckResult:
             "cleared": list(self.cleared),
             "analyzed": self.analyzed,
             "final": self.final,
-            "score": None if self.report is None else self.report.score,
+            "score": self.score,
+            "error": self.error,
         }
 
 
@@ -154,6 +199,10 @@ class HealthMonitor:
         stop_on_nonfinite: False; True (or ``"raise"``): ``log()`` raises
             :class:`NonFiniteLossError` at the first NaN/Inf loss value; ``"flag"``: it sets
             :attr:`should_stop` instead (the framework callbacks use this to stop gracefully).
+            Numbers and CPU tensors are judged at the ``log()`` call; a GPU tensor when the
+            held tensors are read — at the next ``check()`` (which then raises), or within 1,024
+            logged tensors — so watching costs no device sync per step. The error names the
+            step the value was logged at either way.
         save_batches: a folder; at the first NaN/Inf loss, the batch indices passed to ``log(...,
             batch=...)`` for the last ``keep_batches`` steps are written there as JSON.
         config: a :class:`~trackerhealth.config.Config`, a path to a TOML file, or None for the
@@ -220,11 +269,17 @@ class HealthMonitor:
         self._n_raw = 0
         self._raw_at_analysis = 0
         self._new_nonfinite = False
+        self._tensors = _values.TensorBuffer(_TENSOR_LIMIT)  # detached tensors, read at the check
+        self._tensors_full = False
+        self.skipped: dict[str, str] = {}  # key (or STEP_NOTE) -> why its first unrecordable value was skipped
 
         # Opt-in NaN/Inf actions, taken at the log() call that sees the value.
         self.stop_mode = {True: "raise", "raise": "raise", "flag": "flag", False: None}[stop_on_nonfinite]
         self.save_dir = Path(save_batches) if save_batches is not None else None
-        self._batches: deque = deque(maxlen=max(1, keep_batches))
+        self.keep_batches = max(1, keep_batches)
+        # Room for the steps whose held tensors are not read yet: a NaN found when they are read
+        # still has its own batch and the ones before it.
+        self._batches: deque = deque(maxlen=self.keep_batches + _TENSOR_LIMIT)
         self.should_stop = False
         self.nonfinite_event: dict[str, Any] | None = None
         if self.stop_mode or self.save_dir is not None:
@@ -240,37 +295,123 @@ class HealthMonitor:
 
     # -- logging --------------------------------------------------------------------------------
     def log(self, metrics: Mapping[str, Any], step: float | None = None, *, batch: Any = None) -> None:
-        """Record one step's scalars. ``step`` defaults to one more than the last; non-numbers are ignored.
+        """Record one step's scalars. ``step`` defaults to one more than the last.
 
-        ``batch`` (sample indices of this step's batch) is kept only with ``save_batches``.
+        Takes Python numbers, numpy scalars and one-element arrays, and one-element torch tensors
+        (CPU or GPU, with or without grad: detached at once, so no graph is kept alive, and read in
+        one batch at the next check, so the GPU is not synchronised at every step). ``None`` is
+        skipped; any other value (a string, a tensor of several elements) is skipped with a
+        warning, once per key (:attr:`skipped`). ``step`` may be a number or a one-element tensor.
+        Past its arguments' shape (a mapping: else a ``TypeError`` at once), ``log()`` never
+        raises, except the opted-in ``stop_on_nonfinite`` error. ``batch`` (sample indices of
+        this step's batch) is kept only with ``save_batches``.
         """
         if step is None:
             step = self._next_step
+        elif type(step) not in _values.PLAIN:
+            step = self._step_of(step)
         self._next_step = step + 1
         self._p_step.append(step)
         self._p_wall.append(time.time())
-        self._p_count.append(len(metrics))
-        codes, code_of, value_of = self._codes, self._p_code.append, self._p_value.append
-        for key, value in metrics.items():
+        values = self._p_value
+        start = len(values)
+        codes, code_of, value_of, plain = self._codes, self._p_code.append, values.append, _values.PLAIN
+        try:
+            items = metrics.items()
+        except AttributeError:
+            raise TypeError(f"monitor.log takes a mapping of metric names to values, e.g. "
+                            f"monitor.log({{'train/loss': loss}}, step=step), not a {type(metrics).__name__}") from None
+        for key, value in items:
+            if type(value) not in plain:
+                value = self._read(key, value, len(values))
+                if value is None:
+                    continue
             code = codes.get(key)
             if code is None:
                 code = self._register(key)
             code_of(code)
             value_of(value)
-        if len(self._p_value) >= _FLUSH_ROWS:
+        self._p_count.append(len(values) - start)
+        if self._tensors_full:
+            self._read_tensors()
+        if len(values) >= _FLUSH_ROWS:
             self._flush()
+
+    def _step_of(self, step: Any) -> float:
+        """A step given as a tensor or numpy number, as a float (the next step when it is not a number)."""
+        try:
+            got = float(step.detach()) if _values.is_tensor(step) else _values.read_now(step)
+        except Exception:  # noqa: BLE001 - an unreadable step never stops training
+            got = _values.Skipped("")
+        if isinstance(got, _values.Skipped) or not math.isfinite(got):
+            if STEP_NOTE not in self.skipped:
+                self.skipped[STEP_NOTE] = f"{type(step).__name__} {step!r:.40} is not a step number: steps are counted on"
+                _alerts.logger.warning("%s: monitor.log: %s (noted once)", self.ref.name, self.skipped[STEP_NOTE])
+            return self._next_step
+        return got
+
+    def _read(self, key: str, value: Any, slot: int) -> Any:
+        """A value that is not a plain float/int: its float, a placeholder for a held tensor, or None."""
+        try:
+            if _values.is_tensor(value):
+                problem = _values.check_tensor(value)
+                if problem is None:
+                    self._tensors_full = self._tensors.add(_values.detached(value), slot)
+                    return _PENDING
+                got: float | _values.Skipped = _values.Skipped(problem)
+            else:
+                got = _values.read_now(value)
+        except Exception as exc:  # noqa: BLE001 - an odd value never stops training
+            got = _values.Skipped(f"{type(value).__name__} could not be read ({type(exc).__name__}: {exc})")
+        if isinstance(got, _values.Skipped):
+            if got.reason and key not in self.skipped:
+                self.skipped[key] = got.reason
+                _alerts.logger.warning("%s: monitor.log skipped %r: %s (noted once per key)", self.ref.name, key, got.reason)
+            return None
+        return got
+
+    def _read_tensors(self) -> None:
+        """Read the held tensors (one device sync) into their places among the pending values."""
+        self._tensors_full = False
+        if not len(self._tensors):
+            return
+        held = len(self._tensors)
+        try:
+            slots, read = self._tensors.read()
+        except Exception as exc:  # noqa: BLE001 - e.g. a device error: drop these values, say so, go on
+            # Their places keep the _PENDING placeholder, which is not a number: dropped at the flush.
+            _alerts.logger.warning("%s: %d logged tensor value(s) could not be read and were dropped: %s: %s",
+                                   self.ref.name, held, type(exc).__name__, exc)
+            return
+        values = self._p_value
+        for slot, value in zip(slots, read):
+            values[slot] = value
+        if self.nonfinite_event is None and (self.stop_mode or self.save_dir is not None):
+            # Deferred tensors of loss keys are judged here, at the step they were logged at.
+            codes, loss_codes = self._p_code, self._loss_codes
+            for slot, value in zip(slots, read):
+                if codes[slot] in loss_codes and isinstance(value, float) and not math.isfinite(value):
+                    row = int(np.searchsorted(np.cumsum(self._p_count), slot, side="right"))
+                    self._on_nonfinite(self._p_step[row], self._names[codes[slot]], value)
+                    return
 
     def _log_watching(self, metrics: Mapping[str, Any], step: float | None = None, *, batch: Any = None) -> None:
         if step is None:
             step = self._next_step
+        elif type(step) not in _values.PLAIN:
+            step = self._step_of(step)
         if batch is not None:
             self._batches.append((step, batch))
         HealthMonitor.log(self, metrics, step)
         if self.nonfinite_event is not None:
             return
         for key, value in metrics.items():
-            if self._codes[key] in self._loss_codes and not _finite(value):
-                self._on_nonfinite(step, key, float(value))
+            code = self._codes.get(key)
+            if code is None or code not in self._loss_codes:
+                continue
+            value = _peek(value)  # None: a tensor held for the next check, judged when it is read
+            if value is not None and not math.isfinite(value):
+                self._on_nonfinite(step, key, value)
                 return
 
     def remember_batch(self, step: float, batch: Any) -> None:
@@ -279,26 +420,32 @@ class HealthMonitor:
             self._batches.append((step, batch))
 
     def watch(self, key: str, value: Any, step: float) -> bool:
-        """Check one value for NaN/Inf without recording it (e.g. a per-batch running loss).
+        """Check one value for NaN/Inf now, without recording it (e.g. a per-batch running loss).
 
         Takes the opted-in actions (``save_batches``, ``stop_on_nonfinite``) on a NaN/Inf loss;
-        returns False when the value is not finite.
+        returns False when the value is not finite. A GPU tensor is read at once (a device sync).
         """
-        if _finite(value):
+        try:
+            number = float(value.detach()) if _values.is_tensor(value) else _values.read_now(value)
+        except Exception:  # noqa: BLE001 - not a number: nothing to judge
+            return True
+        if isinstance(number, _values.Skipped) or math.isfinite(number):
             return True
         if self.nonfinite_event is None and _loss_like(key) and (self.stop_mode or self.save_dir is not None):
-            self._on_nonfinite(step, key, float(value))
+            self._on_nonfinite(step, key, number)
         return False
 
-    def _register(self, key: str) -> int:
+    def _register(self, key: Any) -> int:
         code = len(self._names)
         self._codes[key] = code
-        self._names.append(key)
-        if _loss_like(key):
+        name = key if isinstance(key, str) else str(key)  # a tracker key is text
+        self._names.append(name)
+        if _loss_like(name):
             self._loss_codes.add(code)
         return code
 
     def _flush(self) -> None:
+        self._read_tensors()
         if not self._p_value:
             return
         counts = np.asarray(self._p_count, dtype=np.int64)
@@ -343,8 +490,9 @@ class HealthMonitor:
 
         self.save_dir.mkdir(parents=True, exist_ok=True)
         path = self.save_dir / f"nonfinite_step{step:g}.json"
+        kept = [(s, b) for s, b in self._batches if s <= step][-self.keep_batches:]
         doc = {"step": step, "key": key, "value": _word(value), "run": self.ref.name,
-               "batches": [{"step": s, "indices": to_list(b)} for s, b in self._batches]}
+               "batches": [{"step": s, "indices": to_list(b)} for s, b in kept]}
         try:
             path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
         except OSError as exc:
@@ -367,6 +515,7 @@ class HealthMonitor:
         return result
 
     def _check(self, *, final: bool = False, force: bool = False) -> CheckResult:
+        self._read_tensors()  # the one device sync of this check (may take the NaN/Inf action)
         step = self._last_step()
         logged = self._n_raw + len(self._p_value)
         grown = logged - self._raw_at_analysis >= max(1.0, self.growth * self._raw_at_analysis)
@@ -379,18 +528,25 @@ class HealthMonitor:
             if not self._new_nonfinite:
                 return self._deferred(step)
         self._flush()
+        try:
+            report = analyze(self.history(), self.config)
+        except Exception as exc:  # noqa: BLE001 - a failed analysis is reported, never raised into the loop
+            # Not marked as analysed: the next check tries again.
+            error = f"{type(exc).__name__}: {exc}"
+            _alerts.logger.error("%s: the health check at step %s failed (%s); training goes on, the next check "
+                                 "tries again — please report this with the traceback", self.ref.name, step, error,
+                                 exc_info=True)
+            return CheckResult(step, (), tuple(self._active.values()), (), self.report, False, final, error)
         self._new_nonfinite = False
         self._raw_at_analysis = self._n_raw
-        report = analyze(self.history(), self.config)
         self.report = report
         new, cleared = self._update(report, final)
         for f in new:
             self.raised.append((step, f))
         result = CheckResult(step, tuple(new), tuple(self._active.values()), tuple(cleared), report, True, final)
-        if new or cleared or final:
-            _alerts.broadcast(self.channels, new, cleared, report, dict(self._active))
-        else:  # keep the MLflow score current
-            _alerts.broadcast([c for c in self.channels if c.name == "mlflow"], (), (), report, dict(self._active))
+        # Every analysed check reaches every channel: MLflow keeps the score current, and a channel
+        # that cannot deliver (no live run) says so at the first check, not at the first finding.
+        _alerts.broadcast(self.channels, new, cleared, report, dict(self._active))
         return result
 
     def _deferred(self, step) -> CheckResult:
@@ -502,12 +658,21 @@ def _finite_sum(values: list) -> bool:
         return False
 
 
-def _finite(value: Any) -> bool:
-    """False only for a number that is NaN or ±Inf (non-numbers are not judged)."""
+def _peek(value: Any) -> float | None:
+    """A loss value read now for the NaN/Inf watch, if that needs no device sync (None otherwise).
+
+    Numbers and CPU tensors are read; a tensor on an accelerator is judged when the held tensors
+    are read (at the check, or every ``_TENSOR_LIMIT`` values), not at every step.
+    """
     try:
-        return math.isfinite(value)
-    except (TypeError, ValueError):
-        return True
+        if _values.is_tensor(value):
+            if value.device.type not in _values.EAGER_DEVICES or value.numel() != 1:
+                return None
+            return float(value.detach())
+        number = _values.read_now(value)
+    except Exception:  # noqa: BLE001 - not a number: nothing to judge
+        return None
+    return None if isinstance(number, _values.Skipped) else number
 
 
 def _word(value: float) -> str:
