@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Iterable, Sequence
 
-from ..schema import CRITICAL, LEVEL_RANK, WARNING, Finding, HealthReport
+from ..schema import CRITICAL, ERROR, LEVEL_RANK, UNKNOWN, WARNING, Finding, HealthReport
 from ..writers.formats import evidence_line
 
 logger = logging.getLogger("trackerhealth")
@@ -196,7 +196,8 @@ class MlflowChannel(Channel):
         problems = sorted(active.values(), key=lambda f: -LEVEL_RANK[f.level])
         worst = max((LEVEL_RANK[f.level] for f in problems), default=0)
         tags = {
-            mw.STATUS: {0: "ok", 1: WARNING, 2: CRITICAL}[worst],
+            # error/unknown as a scan writes them: a failed or unjudged analysis is never tagged ok.
+            mw.STATUS: report.status if report.status in (ERROR, UNKNOWN) else {0: "ok", 1: WARNING, 2: CRITICAL}[worst],
             mw.FINDINGS: mw.fit(",".join(f.id for f in problems)),
             mw.SCORE: "" if report.score is None else f"{report.score:.0f}",
         }

@@ -41,7 +41,10 @@ from ..engine import analyze
 from ..roles import is_loss, tokens
 from ..schema import (
     CRITICAL,
+    ERROR,
     LEVEL_RANK,
+    OK,
+    UNKNOWN,
     WARNING,
     Finding,
     HealthReport,
@@ -100,7 +103,7 @@ class CheckResult:
     ``print(monitor.check())`` is readable in a training log; :meth:`to_dict` has everything.
 
     Truth value: a result is true when the run is **healthy** — no warning or critical finding is
-    active (``status == "ok"``) and the check itself did not fail (``error``), the same as
+    active, the check itself did not fail and the loss was recognised (``status == "ok"``), the same as
     :attr:`healthy`. So ``if not monitor.check(): ...``
     reacts to a problem, whether it was raised at this check or earlier and still holds; use
     ``result.new`` for "raised at this check".
@@ -117,13 +120,19 @@ class CheckResult:
 
     @property
     def status(self) -> str:
+        """``error`` when the check or part of its analysis failed, ``unknown`` when no training
+        loss was recognised (the same statuses a scan writes), else the worst active finding."""
+        if self.error is not None:
+            return ERROR
+        if self.report is not None and self.report.status in (ERROR, UNKNOWN):
+            return self.report.status
         worst = max((LEVEL_RANK[f.level] for f in self.active), default=0)
-        return {0: "ok", 1: WARNING, 2: CRITICAL}[worst]
+        return {0: OK, 1: WARNING, 2: CRITICAL}[worst]
 
     @property
     def healthy(self) -> bool:
-        """No warning or critical finding is active, and the check did not fail."""
-        return not self.active and self.error is None
+        """No warning or critical finding is active, and the analysis ran and recognised the loss."""
+        return self.status == OK
 
     @property
     def ids(self) -> list[str]:
