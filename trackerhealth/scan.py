@@ -49,7 +49,7 @@ class _Record(Mapping):
     so the report formats take scan errors and file errors alike."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return asdict(self)
 
     def __getitem__(self, key: str) -> Any:
         return self.to_dict()[key]
