@@ -4,6 +4,7 @@ that lets an unchanged run skip its uploads (idempotence without local state).""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from collections.abc import Callable
 
@@ -28,7 +29,8 @@ def dashboard_renderer() -> tuple[Callable[..., str] | None, str]:
     (raises, saying what to install) and ``render_run_html(history, report, config=None)``.
     """
     try:
-        from . import dashboard
+        # Through sys.modules (not the package attribute), so an uninstalled extra reads as one.
+        dashboard = importlib.import_module(f"{__package__}.dashboard")
     except ImportError:
         return None, "the dashboard writer is not installed"
     try:

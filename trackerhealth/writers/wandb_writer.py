@@ -166,7 +166,7 @@ class WandbAlertSink(AlertSink):
                 "title": title, "text": text, "severity": "ERROR" if finding.level == CRITICAL else "WARN"}),
                 f"alerting on {report.run.id}")
         except Exception as exc:  # noqa: BLE001 - a failed alert is reported and retried next scan
-            raise AlertError(f"W&B alert: {exc}") from None
+            raise AlertError(str(exc)) from None
         if not (answer.get("notifyScriptableRunAlert") or {}).get("success"):
             raise AlertError("W&B did not accept the alert")
 
@@ -274,7 +274,7 @@ class WandbWriter(Writer):
                 sink.deliver(report, finding)
                 delivered = True
             except AlertError as exc:
-                outcome.problems.append(WriteProblem(ALERT, f"{sink.label} alert for {finding.id}: {exc}"))
+                outcome.problems.append(WriteProblem(ALERT, f"alert for {finding.id} via {sink.label}: {exc}"))
         return delivered
 
     def _upload_dashboard(self, run, report: HealthReport, history: RunHistory, outcome: _Draft) -> bool:
