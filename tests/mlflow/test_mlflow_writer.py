@@ -66,6 +66,7 @@ def test_dashboard_hook(mlflow_server, client, experiment, cache_dir, monkeypatc
         return f"<html><body>{report.run.id} {history.n_points}</body></html>"
 
     working = types.ModuleType("trackerhealth.writers.dashboard")
+    working.require_plotly = lambda: None
     working.render_run_html = render_run_html
     monkeypatch.setitem(sys.modules, "trackerhealth.writers.dashboard", working)
     result = scan_cli(_args(mlflow_server, exp_name, cache_dir))
