@@ -3,9 +3,8 @@
 The analysis core (schema, roles, diagnoses, scorecard, engine) depends only on numpy, scipy and
 pandas; tracker integrations are extras that say what to install when missing.
 
-The public names below are imported on first use (PEP 562), so ``import trackerhealth.schema``
-runs nothing but the schema: no adapter, writer or monitor module is loaded by importing the
-package.
+The public names are imported on first use (PEP 562), so ``import trackerhealth`` — and with it
+``trackerhealth --help`` and ``--version`` — loads neither the analysis core nor the monitor.
 """
 
 from __future__ import annotations
@@ -15,28 +14,28 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# Public name -> the module that defines it.
-_EXPORTS = {
-    "CheckResult": "monitor",
-    "HealthCheckError": "monitor",
-    "HealthMonitor": "monitor",
-    "NonFiniteLossError": "monitor",
-    "Config": "config",
-    "ConfigError": "config",
-    "DIMENSIONS": "schema",
-    "DimensionScore": "schema",
-    "Evidence": "schema",
-    "Finding": "schema",
-    "HealthReport": "schema",
-    "RunHistory": "schema",
-    "RunRef": "schema",
-    "Series": "schema",
-    "analyze": "engine",
+# public name -> the module that defines it
+_LAZY = {
+    "CheckResult": ".monitor",
+    "HealthCheckError": ".monitor",
+    "HealthMonitor": ".monitor",
+    "NonFiniteLossError": ".monitor",
+    "Config": ".config",
+    "ConfigError": ".config",
+    "analyze": ".engine",
+    "DIMENSIONS": ".schema",
+    "DimensionScore": ".schema",
+    "Evidence": ".schema",
+    "Finding": ".schema",
+    "HealthReport": ".schema",
+    "RunHistory": ".schema",
+    "RunRef": ".schema",
+    "Series": ".schema",
 }
 
-__all__ = [*_EXPORTS, "__version__"]
+__all__ = [*_LAZY, "__version__"]
 
-if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __getattr__
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .config import Config, ConfigError
     from .engine import analyze
     from .monitor import CheckResult, HealthCheckError, HealthMonitor, NonFiniteLossError
@@ -44,13 +43,13 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __g
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
+    module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups skip this function
+        raise AttributeError(f"module 'trackerhealth' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later look-ups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted(__all__)
