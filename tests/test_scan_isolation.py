@@ -65,7 +65,7 @@ class RecordedAdapter(Adapter):
 class FailingSink(AlertSink):
     label = "test sink"
 
-    def deliver(self, report, finding) -> None:
+    def deliver(self, report, finding, episode="") -> None:
         raise AlertError("the receiver said no")
 
 

@@ -140,7 +140,7 @@ class WebhookSender(AlertSink):
     def label(self) -> str:
         return redact(self.url)
 
-    def deliver(self, report: HealthReport, finding: Finding) -> None:
+    def deliver(self, report: HealthReport, finding: Finding, episode: str = "") -> None:
         """The :class:`AlertSink` call: :func:`build_payload` for the run's tracker, then :meth:`send`."""
         self.send(build_payload(report, finding, tracker_label=TRACKER_LABELS.get(report.run.tracker,
                                                                                  report.run.tracker)))

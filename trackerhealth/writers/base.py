@@ -93,5 +93,7 @@ class AlertSink(ABC):
     label: str = ""
 
     @abstractmethod
-    def deliver(self, report: HealthReport, finding: Finding) -> None:
-        """Send the alert; raises :class:`AlertError` when it was not taken."""
+    def deliver(self, report: HealthReport, finding: Finding, episode: str = "") -> None:
+        """Send the alert; raises :class:`AlertError` when it was not taken. ``episode`` tells one
+        episode of a finding from the next (the alert claim's token): a sink that de-duplicates by
+        a key in the payload keys it with it; others may ignore it."""

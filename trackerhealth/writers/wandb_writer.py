@@ -154,7 +154,7 @@ class WandbAlertSink(AlertSink):
         self.target = target
         self.retrying = retrying
 
-    def deliver(self, report: HealthReport, finding: Finding) -> None:
+    def deliver(self, report: HealthReport, finding: Finding, episode: str = "") -> None:
         from ..adapters.wandb import graphql
 
         target = self.target
