@@ -6,6 +6,8 @@ CLI module, and nothing but click at module level, so ``scan --help`` stays fast
 
 from __future__ import annotations
 
+import dataclasses
+
 import sys
 from pathlib import Path
 
@@ -179,6 +181,7 @@ def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_d
         TrackerUnreachable,
     )
     from .scan import scan as run_scan
+    from .trackers import writer_for
 
     try:
         adapter = MlflowAdapter(
@@ -189,7 +192,7 @@ def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_d
         _die(str(exc), exit_codes.USAGE)
 
     try:
-        writer = adapter.writer(alert=sender, config=config)
+        writer = writer_for(adapter, alert=sender, config=config)
         result = run_scan(adapter, writer, config, workers=workers, dry_run=dry_run, progress=bar)
     except MlflowMissing as exc:
         _die(str(exc), exit_codes.USAGE)
@@ -205,7 +208,7 @@ def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_d
         bar.finish()
         adapter.close()
 
-    _finish(result, getattr(writer, "notes", ()), fmt=fmt, fail_on=fail_on, full=full)
+    _finish(result, result.notes, fmt=fmt, fail_on=fail_on, full=full)
 
 
 def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_runs, notify, report, sender, cache_dir,
@@ -214,22 +217,17 @@ def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_run
     from .adapters.base import SelectionError, TrackerUnreachable
     from .adapters.wandb import WandbApiAdapter, WandbMissing
     from .scan import scan as run_scan
+    from .trackers import writer_for
 
     adapter = None
     try:
         adapter = WandbApiAdapter(project, filters=filter_string, states=states, tags=tags, run_ids=run_ids,
                                   since_ms=parse_since(since), incremental=not all_runs, cache_dir=cache_dir,
                                   workers=workers)
-        writer = adapter.writer(alert=sender, config=config, notify=notify, report=report)
+        writer = writer_for(adapter, alert=sender, config=config, notify=notify, report=report)
+        # The loop ends with the writer's project report and the adapter's scan_complete().
         result = run_scan(adapter, writer, config, workers=workers, dry_run=dry_run, progress=bar)
-        notes = list(writer.notes)
-        if result.reports and not result.unreachable:
-            try:
-                notes += writer.finish(dry_run=dry_run)
-            except Exception as exc:  # noqa: BLE001 - the runs are written; the report is a summary view
-                notes.append(f"the W&B report was not updated: {type(exc).__name__}: {exc}")
-        if not dry_run and not result.errors:
-            adapter.scan_complete()
+        notes = list(result.notes)
     except (SelectionError, WandbMissing) as exc:
         _die(str(exc), exit_codes.USAGE)
     except TrackerUnreachable as exc:
@@ -245,8 +243,7 @@ def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_run
 
 
 def _scan_wandb_dirs(roots, *, fmt, fail_on, workers, dry_run, full, bar, config) -> None:
-    from .adapters.wandb import WandbFolderError, WandbMissing
-    from .adapters.wandb._folders import WandbFolderAdapter
+    from .adapters.wandb import WandbFolderAdapter, WandbFolderError, WandbMissing
     from .scan import scan as run_scan
 
     try:
@@ -260,19 +257,22 @@ def _scan_wandb_dirs(roots, *, fmt, fail_on, workers, dry_run, full, bar, config
 
 
 def _finish(result, notes, *, fmt, fail_on, full) -> None:
+    summary = result.summary
     wall = wall_seconds()
     if wall is not None:  # the command's wall time (listing, connecting, imports), not only the scan loop's
-        result.summary.elapsed_seconds = max(wall, result.summary.elapsed_seconds)
-    extra = {"full": full, "summary": {**result.summary.to_dict(), "skipped": result.skipped}} if fmt == "json" else {}
-    text = render(fmt, result.reports, result.errors, **extra)
+        summary = dataclasses.replace(summary, elapsed_seconds=max(wall, summary.elapsed_seconds))
+    errors = [e.to_dict() for e in result.errors]
+    skipped = [s.to_dict() for s in result.skipped]
+    extra = {"full": full, "summary": {**summary.to_dict(), "skipped": skipped}} if fmt == "json" else {}
+    text = render(fmt, result.reports, errors, **extra)
     if text is not None:
         click.echo(text)
-    echo_errors(result.errors)
+    echo_errors(errors)
     for note in notes:
         click.echo(f"note: {note}", err=True)
     for item in result.skipped:
-        click.echo(f"skipped {item['source']} ({item['run_id']}): {item['reason']}", err=True)
-    click.echo(result.summary.line(), err=True)
+        click.echo(f"skipped {item.source} ({item.run_id}): {item.reason}", err=True)
+    click.echo(summary.line(), err=True)
     sys.exit(exit_codes.for_reports(result.reports, fail_on, input_errors=bool(result.errors),
                                     unreachable=result.unreachable))
 

@@ -52,7 +52,8 @@ def test_dashboard_hook(mlflow_server, client, experiment, cache_dir, monkeypatc
 
     # A renderer that fails costs the dashboard, not the tags; the upload is retried next scan.
     broken = types.ModuleType("trackerhealth.writers.dashboard")
-    broken.render_run_html = lambda history, report: 1 / 0
+    broken.require_plotly = lambda: None
+    broken.render_run_html = lambda history, report, config=None: 1 / 0
     monkeypatch.setitem(sys.modules, "trackerhealth.writers.dashboard", broken)
     result = scan_cli(_args(mlflow_server, exp_name, cache_dir))
     assert result.exit_code == 2 and "dashboard: ZeroDivisionError" in result.output
@@ -65,6 +66,7 @@ def test_dashboard_hook(mlflow_server, client, experiment, cache_dir, monkeypatc
         return f"<html><body>{report.run.id} {history.n_points}</body></html>"
 
     working = types.ModuleType("trackerhealth.writers.dashboard")
+    working.require_plotly = lambda: None
     working.render_run_html = render_run_html
     monkeypatch.setitem(sys.modules, "trackerhealth.writers.dashboard", working)
     result = scan_cli(_args(mlflow_server, exp_name, cache_dir))

@@ -17,6 +17,7 @@ from contract.corpus import CORPUS, load_into
 from trackerhealth.adapters.files import read_histories
 from trackerhealth.engine import analyze
 from trackerhealth.scan import scan
+from trackerhealth.trackers import writer_for
 from trackerhealth.schema import CRITICAL
 
 ENTITY = "health-team"
@@ -35,15 +36,11 @@ def run_scan(project: str, cache_dir, **kw):
     from trackerhealth.adapters.wandb import WandbApiAdapter
 
     adapter = WandbApiAdapter(f"{ENTITY}/{project}", cache_dir=cache_dir, workers=kw.pop("workers", 4), **kw)
-    writer = adapter.writer()
-    try:
-        result = scan(adapter, writer, workers=adapter.workers)
-        notes = writer.finish()
-        if not result.errors:
-            adapter.scan_complete()
+    try:  # the scan ends with the writer's project report and the adapter's scan_complete()
+        result = scan(adapter, writer_for(adapter), workers=adapter.workers)
     finally:
         adapter.close()
-    return result, notes
+    return result, list(result.notes)
 
 
 def snapshot(store, project: str) -> dict:

@@ -1,16 +1,23 @@
-"""What every tracker adapter hands to the scan loop, and the two ways a run can drop out of it.
+"""What every tracker adapter is to the scan loop, and the ways a run can drop out of it.
 
-An adapter lists runs and fetches one run's history; nothing else. The scan loop
-(:mod:`trackerhealth.scan`) never imports a tracker, so W&B and MLflow plug into the same loop.
+An adapter lists runs and fetches one run's history; nothing else (writing is a writer's job,
+:mod:`trackerhealth.writers.base`; :mod:`trackerhealth.trackers` pairs the two). The scan loop
+(:mod:`trackerhealth.scan`) never imports a tracker and calls only the members declared on
+:class:`Adapter`, so W&B, MLflow and local folders plug into the same loop.
+
+This module imports only the schema: an adapter never imports a writer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from ..schema import RunHistory, RunRef
+
+__all__ = ["Adapter", "Fetched", "RunSkipped", "SelectionError", "TrackedRun", "TrackerUnreachable"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +33,8 @@ class Fetched:
 class RunSkipped(Exception):
     """The run cannot be analyzed, and that is not a failure: deleted during the scan, no metrics.
 
-    A skipped run is data in the scan summary, never an error and never a failed scan.
+    A skipped run is data in the scan summary, never an error and never a failed scan. Raised by
+    :meth:`Adapter.fetch_history` and by a writer's ``write`` (a run deleted before its write).
     """
 
     def __init__(self, reason: str):
@@ -48,16 +56,49 @@ class TrackerUnreachable(Exception):
 
 @runtime_checkable
 class TrackedRun(Protocol):
-    """What ``list_runs`` yields: anything with the run's :class:`RunRef`."""
+    """What :meth:`Adapter.list_runs` yields: the run's :class:`RunRef`, plus whatever the adapter
+    needs to fetch it later (the scan loop reads only ``ref`` and hands the run back)."""
 
     ref: RunRef
 
 
-class Adapter(Protocol):
-    def list_runs(self) -> Iterable[TrackedRun]: ...
+class Adapter(ABC):
+    """Reads one tracker's (or folder's) runs for the scan loop.
 
-    def fetch_history(self, run: TrackedRun) -> Fetched: ...
+    Subclasses implement :meth:`list_runs` and :meth:`fetch_history`; the other members have
+    defaults that suit an adapter with nothing to tune, remember or release. Errors an adapter
+    raises mean: :class:`SelectionError` (usage, exit 2), :class:`TrackerUnreachable` (exit 3;
+    from ``fetch_history`` it stops the scan from starting further runs), :class:`RunSkipped`
+    (the run is data, not a failure); anything else from ``fetch_history`` fails that run only.
+    """
 
+    #: The tracker's name in :class:`RunRef` (``"mlflow"``, ``"wandb"``, ``"files"``).
+    tracker: ClassVar[str] = ""
 
-class Writer(Protocol):
-    def write(self, report, history: RunHistory, dry_run: bool): ...
+    #: Runs the scan loop keeps in flight at once; ``None``: the loop's default for its
+    #: ``workers`` (:func:`trackerhealth.scan.run_workers_for`). An adapter whose requests are
+    #: per run (W&B) sets it to its request pool's size.
+    parallel_runs: int | None = None
+
+    @abstractmethod
+    def list_runs(self) -> Sequence[TrackedRun]:
+        """The selected runs. Raises :class:`SelectionError` or :class:`TrackerUnreachable` when
+        there is no selection to scan; the scan then does not start."""
+
+    @abstractmethod
+    def fetch_history(self, run: TrackedRun) -> Fetched:
+        """One listed run's full history (from the cache where it is current). Called from the
+        scan's worker threads, so it must be safe to call for several runs at once."""
+
+    def scan_complete(self) -> None:
+        """Called by the scan loop after a scan that wrote and failed nothing (not a dry run):
+        an incremental adapter may remember the scan so the next one lists only what changed."""
+
+    def close(self) -> None:
+        """Release connections and flush caches. The adapter's owner calls it once, at the end."""
+
+    def __enter__(self) -> Adapter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -2,26 +2,36 @@
 
 :class:`ReportDirWriter` wraps the tracker's writer (which still writes tags and artifacts onto the
 run) and, as each run is written, renders that run's dashboard to ``runs/`` and drops the history,
-so memory stays bounded as in the scan loop itself. :meth:`ReportDirWriter.finish` writes
-``index.html`` (the overview) and ``summary.md`` (its Markdown twin), as
-:func:`trackerhealth.writers.dashboard.write_report_dir` does for local files.
+so memory stays bounded as in the scan loop itself. Its :meth:`~ReportDirWriter.finish`, called by
+the scan loop after the last run, writes ``index.html`` (the overview) and ``summary.md`` (its
+Markdown twin), as :func:`trackerhealth.writers.dashboard.write_report_dir` does for local files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from ..schema import HealthReport, RunHistory
 from ..writers import dashboard
+from ..writers.base import RENDER, WriteOutcome, WriteProblem, Writer
 
 
-class ReportDirWriter:
-    def __init__(self, inner, directory: Path, config=None):
+class ReportDirWriter(Writer):
+    """``inner`` (the tracker's writer, or None) plus a local report folder in ``directory``."""
+
+    def __init__(self, inner: Writer | None, directory: Path, config=None, title: str = "Training health"):
         self.inner = inner
         self.directory = Path(directory)
         self.config = config
+        self.title = title
+        self.index = self.directory / "index.html"
+        self.summary = self.directory / "summary.md"
         self.links: dict[str, str] = {}
-        self.notes: list[str] = list(getattr(inner, "notes", ()))
+        self.notes: list[str] = list(inner.notes) if inner is not None else []
         self._lock = threading.Lock()
         try:
             dashboard.require_plotly()
@@ -30,24 +40,27 @@ class ReportDirWriter:
             self.dashboards = False
             self.notes.append(f"no run dashboards in {self.directory}: {exc}")
 
-    def write(self, report, history, dry_run: bool = False):
-        outcome = self.inner.write(report, history, dry_run) if self.inner is not None else None
-        if self.dashboards:
-            rel = f"runs/{dashboard.dashboard_filename(report.run)}"
-            try:
-                dashboard.write_run_dashboard(self.directory / rel, history, report, self.config)
-            except Exception as exc:  # noqa: BLE001 - a dashboard bug must not cost the scan
-                with self._lock:
-                    self.notes.append(f"dashboard for {report.run.name or report.run.id}: {type(exc).__name__}: {exc}")
-            else:
-                with self._lock:
-                    self.links[report.run.id] = rel
+    def write(self, report: HealthReport, history: RunHistory, dry_run: bool = False) -> WriteOutcome:
+        outcome = (self.inner.write(report, history, dry_run) if self.inner is not None
+                   else WriteOutcome(report.run.id, dry_run=dry_run))
+        if not self.dashboards:
+            return outcome
+        rel = f"runs/{dashboard.dashboard_filename(report.run)}"
+        try:
+            dashboard.write_run_dashboard(self.directory / rel, history, report, self.config)
+        except Exception as exc:  # noqa: BLE001 - a dashboard bug costs this run's page, not the scan
+            problem = WriteProblem(RENDER, f"local dashboard: {type(exc).__name__}: {exc}")
+            return dataclasses.replace(outcome, problems=(*outcome.problems, problem))
+        with self._lock:
+            self.links[report.run.id] = rel
         return outcome
 
-    def finish(self, reports, errors=(), title: str = "Training health") -> dict[str, Path]:
-        """Write the overview (``index.html``) and ``summary.md``; returns their paths."""
+    def finish(self, reports: Sequence[HealthReport], errors: Sequence[Mapping[str, Any]],
+               dry_run: bool = False) -> list[str]:
+        """Write the overview (``index.html``) and ``summary.md``, after the inner writer's finish."""
+        notes = list(self.inner.finish(reports, errors, dry_run)) if self.inner is not None else []
         self.directory.mkdir(parents=True, exist_ok=True)
-        index, summary = self.directory / "index.html", self.directory / "summary.md"
-        index.write_text(dashboard.render_overview_html(reports, self.links, title=title, errors=errors), encoding="utf-8")
-        summary.write_text(dashboard.render_overview_markdown(reports, self.links, errors), encoding="utf-8")
-        return {"index": index, "summary": summary}
+        self.index.write_text(dashboard.render_overview_html(reports, self.links, title=self.title, errors=errors),
+                              encoding="utf-8")
+        self.summary.write_text(dashboard.render_overview_markdown(reports, self.links, errors), encoding="utf-8")
+        return notes

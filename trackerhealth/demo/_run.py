@@ -37,6 +37,7 @@ def run_demo(directory: Path, quick: bool = False, echo: Callable[[str], None] =
     Raises :class:`trackerhealth.adapters.mlflow.MlflowMissing` when mlflow is not installed and
     :class:`._store.DemoDirError` when ``directory`` holds someone else's files.
     """
+    from .. import trackers
     from ..adapters.mlflow import MlflowAdapter
     from ..adapters.mlflow._errors import import_mlflow
     from ..config import Config
@@ -63,9 +64,10 @@ def run_demo(directory: Path, quick: bool = False, echo: Callable[[str], None] =
     # Links in the overview point at the MLflow UI the closing message tells the user to start.
     adapter = MlflowAdapter(store.uri, experiments=[EXPERIMENT], cache_dir=None, workers=workers, ui_url=MLFLOW_UI)
     try:
-        writer = ReportDirWriter(adapter.writer(config=config), directory / "report", config)
-        result = scan(adapter, writer, config, workers=workers)
+        writer = ReportDirWriter(trackers.writer_for(adapter, config=config), directory / "report", config,
+                                 title="trackerhealth demo: training health")
+        result = scan(adapter, writer, config, workers=workers)  # its end writes the overview
     finally:
         adapter.close()
-    paths = writer.finish(result.reports, result.errors, title="trackerhealth demo: training health")
-    return DemoResult(directory, store.uri, EXPERIMENT, trainings, run_ids, result, paths["index"], notes=writer.notes)
+    return DemoResult(directory, store.uri, EXPERIMENT, trainings, run_ids, result, writer.index,
+                      notes=list(result.notes))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import inspect
 import json
 from collections.abc import Callable
 
@@ -23,21 +22,22 @@ def report_json(report: HealthReport) -> str:
 
 
 def dashboard_renderer() -> tuple[Callable[..., str] | None, str]:
-    """``render_run_html`` from the dashboard writer when it is there and usable, else why not."""
+    """``render_run_html`` of the dashboard writer when it is installed and usable, else why not.
+
+    The dashboard writer is an extra (it needs Plotly), so it is imported here, when a tracker
+    writer is built, never at package import. Its declared interface is ``require_plotly()``
+    (raises, saying what to install) and ``render_run_html(history, report, config=None)``.
+    """
     try:
-        module = importlib.import_module("trackerhealth.writers.dashboard")
+        # Through sys.modules (not the package attribute), so an uninstalled extra reads as one.
+        dashboard = importlib.import_module(f"{__package__}.dashboard")
     except ImportError:
         return None, "the dashboard writer is not installed"
-    render = getattr(module, "render_run_html", None)
-    if render is None:
-        return None, "the dashboard writer has no render_run_html"
-    check = getattr(module, "require_plotly", None)
-    if check is not None:
-        try:
-            check()
-        except Exception as exc:  # noqa: BLE001 - its message says what to install
-            return None, f"no dashboard artifact: {exc}"
-    return render, ""
+    try:
+        dashboard.require_plotly()
+    except Exception as exc:  # noqa: BLE001 - its message says what to install
+        return None, f"no dashboard artifact: {exc}"
+    return dashboard.render_run_html, ""
 
 
 class Dashboard:
@@ -46,15 +46,14 @@ class Dashboard:
 
     def __init__(self):
         self._render, self.note = dashboard_renderer()
-        # Passed when the renderer takes it, so the panels show the keys the diagnoses used.
-        self._takes_config = self.available and "config" in inspect.signature(self._render).parameters
 
     @property
     def available(self) -> bool:
         return self._render is not None
 
     def render(self, history: RunHistory, report: HealthReport, config=None) -> str:
-        return self._render(history, report, **({"config": config} if self._takes_config else {}))
+        """The run's dashboard page; the config makes its panels show the keys the diagnoses used."""
+        return self._render(history, report, config=config)
 
     def digest(self, body: str) -> str:
         """What the run's uploads hold: the report JSON, and whether a dashboard goes with it."""

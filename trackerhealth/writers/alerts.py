@@ -23,17 +23,15 @@ from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
 from ..schema import CRITICAL, Finding, HealthReport
+from .base import AlertError, AlertSink
 from .formats import evidence_line
 
 __all__ = ["AlertError", "WebhookSender", "build_payload", "format_ids", "parse_ids", "plan", "redact"]
 
 ALERT_LEVEL = CRITICAL
+TRACKER_LABELS = {"mlflow": "MLflow", "wandb": "W&B"}  # RunRef.tracker -> the name in alert text
 _MAX_SECTION = 2900  # Slack rejects section text over 3,000 characters
 _MAX_HEADER = 150
-
-
-class AlertError(Exception):
-    """The webhook did not take the alert (after retries); the message never contains the URL's secret."""
 
 
 def parse_ids(value: str | None) -> set[str]:
@@ -120,7 +118,7 @@ def redact(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or '?'}/…"
 
 
-class WebhookSender:
+class WebhookSender(AlertSink):
     """POSTs JSON to one webhook URL, retrying 429/5xx and network errors with backoff."""
 
     def __init__(self, url: str, timeout: float = 10.0, retries: int = 3, backoff: float = 1.0):
@@ -141,6 +139,11 @@ class WebhookSender:
     @property
     def label(self) -> str:
         return redact(self.url)
+
+    def deliver(self, report: HealthReport, finding: Finding, episode: str = "") -> None:
+        """The :class:`AlertSink` call: :func:`build_payload` for the run's tracker, then :meth:`send`."""
+        self.send(build_payload(report, finding, tracker_label=TRACKER_LABELS.get(report.run.tracker,
+                                                                                 report.run.tracker)))
 
     def send(self, payload: dict) -> None:
         data = json.dumps(payload, allow_nan=False).encode()

@@ -19,14 +19,16 @@ so no value we write is longer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from types import MappingProxyType
 
 from ..adapters.base import RunSkipped
 from ..schema import HealthReport, RunHistory
 from . import alerts as alerting
 from ._common import Dashboard, report_json
+from .base import ALERT, RENDER, AlertError, AlertSink, WriteOutcome, WriteProblem, Writer
 
 __all__ = [
     "ALERTED",
@@ -38,8 +40,8 @@ __all__ = [
     "SCANNED_AT",
     "SCORE",
     "STATUS",
+    "MlflowWriteOutcome",
     "MlflowWriter",
-    "WriteOutcome",
     "fit",
     "health_tags",
     "report_json",
@@ -81,31 +83,41 @@ def utc_stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@dataclass(frozen=True)
+class MlflowWriteOutcome(WriteOutcome):
+    """What one write did on an MLflow run (or, in a dry run, would do)."""
+
+    tags: Mapping[str, str] = field(default_factory=dict)  # tags set (changed values and the scan stamp)
+    artifacts: tuple[str, ...] = ()
+
+
 @dataclass
-class WriteOutcome:
-    """What one write did (or, in a dry run, would do)."""
+class _Draft:
+    """The outcome while the write is under way; :meth:`outcome` freezes it."""
 
     run_id: str
-    tags: dict[str, str] = field(default_factory=dict)  # tags set (changed values and the scan stamp)
+    tags: dict[str, str] = field(default_factory=dict)
     artifacts: list[str] = field(default_factory=list)
-    alerts_sent: list[str] = field(default_factory=list)  # finding ids; in a dry run, those that would be
-    problems: list[str] = field(default_factory=list)  # non-fatal: a failed alert, a failed dashboard
+    alerts_sent: list[str] = field(default_factory=list)
+    problems: list[WriteProblem] = field(default_factory=list)
     dry_run: bool = False
 
-    @property
-    def changed(self) -> bool:
-        return bool(set(self.tags) - {SCANNED_AT} or self.artifacts)
+    def outcome(self) -> MlflowWriteOutcome:
+        return MlflowWriteOutcome(
+            self.run_id, changed=bool(set(self.tags) - {SCANNED_AT} or self.artifacts), dry_run=self.dry_run,
+            alerts_sent=tuple(self.alerts_sent), problems=tuple(self.problems), tags=MappingProxyType(dict(self.tags)),
+            artifacts=tuple(self.artifacts))
 
 
-class MlflowWriter:
+class MlflowWriter(Writer):
     """Writes reports onto the runs an MLflow adapter listed.
 
     ``current_tags(run_id)`` returns the run's tags as listed (to write only what changed and to
-    read ``trackerhealth.alerted``); ``alert`` is the webhook sender, or None for no alerts.
+    read ``trackerhealth.alerted``); ``alert`` is where alerts go (a webhook), or None for no alerts.
     """
 
     def __init__(self, client, current_tags: Callable[[str], dict[str, str]],
-                 alert: alerting.WebhookSender | None = None, config=None, clock: Callable[[], str] = utc_stamp):
+                 alert: AlertSink | None = None, config=None, clock: Callable[[], str] = utc_stamp):
         from mlflow.entities import RunTag
         from mlflow.exceptions import MlflowException
 
@@ -119,10 +131,10 @@ class MlflowWriter:
         self._dashboard = Dashboard()
         self.notes = [self._dashboard.note] if self._dashboard.note else []
 
-    def write(self, report: HealthReport, history: RunHistory, dry_run: bool = False) -> WriteOutcome:
+    def write(self, report: HealthReport, history: RunHistory, dry_run: bool = False) -> MlflowWriteOutcome:
         run_id = report.run.id
         current = self.current_tags(run_id)
-        outcome = WriteOutcome(run_id, dry_run=dry_run)
+        outcome = _Draft(run_id, dry_run=dry_run)
         body = report_json(report)
         digest = self._dashboard.digest(body)
         wanted = {**health_tags(report), DIGEST: digest}
@@ -130,9 +142,9 @@ class MlflowWriter:
         if self.alert is not None:
             def send(finding) -> bool:
                 try:
-                    self.alert.send(alerting.build_payload(report, finding))
-                except alerting.AlertError as exc:
-                    outcome.problems.append(f"alert for {finding.id}: {exc}")
+                    self.alert.deliver(report, finding)
+                except AlertError as exc:
+                    outcome.problems.append(WriteProblem(ALERT, f"alert for {finding.id}: {exc}"))
                     return False  # not recorded as alerted: the next scan tries again
                 return True
 
@@ -148,7 +160,7 @@ class MlflowWriter:
             if self._dashboard.available:
                 outcome.artifacts.append(DASHBOARD_ARTIFACT)
         if dry_run:
-            return outcome
+            return outcome.outcome()
 
         try:
             if upload:
@@ -157,7 +169,7 @@ class MlflowWriter:
                     try:
                         html = self._dashboard.render(history, report, self.config)
                     except Exception as exc:  # noqa: BLE001 - a dashboard bug must not cost the tags
-                        outcome.problems.append(f"dashboard: {type(exc).__name__}: {exc}")
+                        outcome.problems.append(WriteProblem(RENDER, f"dashboard: {type(exc).__name__}: {exc}"))
                         outcome.artifacts.remove(DASHBOARD_ARTIFACT)
                         outcome.tags.pop(DIGEST, None)  # retry the upload next scan
                     else:
@@ -167,7 +179,7 @@ class MlflowWriter:
         except self._exc:
             self._raise_if_gone(run_id)
             raise
-        return outcome
+        return outcome.outcome()
 
     def _raise_if_gone(self, run_id: str) -> None:
         try:

@@ -95,17 +95,18 @@ def _comparable(spec: str | None) -> object:
     return strip(doc)
 
 
-def upsert_report(adapter, run_roles: list[dict], dry_run: bool = False) -> list[str]:
-    """Create or update the report; returns one note saying what happened."""
+def upsert_report(target, run_roles: list[dict], dry_run: bool = False, *, retrying) -> list[str]:
+    """Create or update the report in ``target`` (a :class:`~.wandb_writer.WandbTarget`), through
+    ``retrying(call, what)`` (the writer's retry policy); returns one note saying what happened."""
     try:
         from wandb_workspaces.reports.v2 import gql as report_gql
     except ImportError:
         return ["no W&B report: install wandb-workspaces (pip install 'trackerhealth[wandb]')"]
-    from ..adapters.wandb import _sdk
+    from ..adapters.wandb import graphql
 
-    api = adapter.api
-    spec = build_spec(adapter.entity, adapter.project, run_roles)
-    existing = adapter._retrying(lambda: list(api.reports(adapter.path, name=REPORT_NAME)), "finding the report")
+    api = target.api
+    spec = build_spec(target.entity, target.project, run_roles)
+    existing = retrying(lambda: list(api.reports(target.path, name=REPORT_NAME)), "finding the report")
     found = existing[0] if existing else None
     old_spec = None
     if found is not None:
@@ -114,12 +115,12 @@ def upsert_report(adapter, run_roles: list[dict], dry_run: bool = False) -> list
         return [f"W&B report {TITLE!r} is up to date"]
     if dry_run:
         return [f"dry run: W&B report {TITLE!r} would be {'updated' if found else 'created'}"]
-    answer = adapter._retrying(lambda: _sdk.graphql(api, report_gql.upsert_view, {
+    answer = retrying(lambda: graphql(api, report_gql.upsert_view, {
         "id": found.id if found is not None else None,
-        "name": REPORT_NAME, "entityName": adapter.entity, "projectName": adapter.project,
+        "name": REPORT_NAME, "entityName": target.entity, "projectName": target.project,
         "description": DESCRIPTION, "displayName": TITLE, "type": "runs", "spec": spec}), "saving the report")
     view = (answer.get("upsertView") or {}).get("view") or {}
-    url = f"{adapter.app_url}/{adapter.entity}/{adapter.project}/reports/{view.get('id', '')}"
+    url = f"{target.app_url}/{target.entity}/{target.project}/reports/{view.get('id', '')}"
     return [f"W&B report {TITLE!r} {'updated' if found else 'created'}: {url}"]
 
 

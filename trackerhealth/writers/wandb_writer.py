@@ -26,17 +26,41 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Protocol, TypeVar
 
 from ..adapters.base import RunSkipped
-from ..schema import CRITICAL, ERROR, UNKNOWN, HealthReport, RunHistory
+from ..schema import CRITICAL, ERROR, UNKNOWN, Finding, HealthReport, RunHistory
 from . import alerts as alerting
 from ._common import Dashboard, report_json
+from .base import ALERT, RENDER, AlertError, AlertSink, WriteOutcome, WriteProblem, Writer
 from .formats import evidence_line
 
 __all__ = ["ALERTED", "DASHBOARD_FILE", "DIGEST", "FINDINGS", "SCORE", "STATUS", "TAG_PREFIX",
-           "WandbWriteOutcome", "WandbWriter", "health_summary", "health_tags", "with_health_tags"]
+           "Retrying", "WandbAlertSink", "WandbTarget", "WandbWriteOutcome", "WandbWriter", "health_summary",
+           "health_tags", "with_health_tags"]
+
+T = TypeVar("T")
+#: ``retrying(call, what)``: ``call()`` under the W&B retry policy; ``what`` names it in errors.
+Retrying = Callable[[Callable[[], T], str], T]
+
+
+class WandbTarget(Protocol):
+    """The W&B project written to: the public members of
+    :class:`~trackerhealth.adapters.wandb.WandbApiAdapter` that the writer uses."""
+
+    api: Any  # wandb.Api, connected
+    entity: str | None
+    project: str
+
+    @property
+    def path(self) -> str: ...  # ENTITY/PROJECT
+
+    @property
+    def app_url(self) -> str: ...  # the W&B app, for links
 
 TAG_PREFIX = "health:"
 PREFIX = "trackerhealth/"
@@ -92,37 +116,79 @@ def health_summary(report: HealthReport) -> dict:
     return values
 
 
+@dataclass(frozen=True)
+class WandbWriteOutcome(WriteOutcome):
+    """What one write did on a W&B run (or, in a dry run, would do)."""
+
+    tags_added: tuple[str, ...] = ()
+    tags_removed: tuple[str, ...] = ()
+    summary: Mapping[str, Any] = field(default_factory=dict)  # trackerhealth/* keys set (None: removed)
+    files: tuple[str, ...] = ()
+
+
 @dataclass
-class WandbWriteOutcome:
-    """What one write did (or, in a dry run, would do)."""
+class _Draft:
+    """The outcome while the write is under way; :meth:`outcome` freezes it."""
 
     run_id: str
     tags_added: list[str] = field(default_factory=list)
     tags_removed: list[str] = field(default_factory=list)
-    summary: dict = field(default_factory=dict)  # trackerhealth/* keys set (None: removed)
+    summary: dict = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     alerts_sent: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[WriteProblem] = field(default_factory=list)
     dry_run: bool = False
 
-    @property
-    def changed(self) -> bool:
-        return bool(self.tags_added or self.tags_removed or self.summary or self.files)
+    def outcome(self) -> WandbWriteOutcome:
+        return WandbWriteOutcome(
+            self.run_id, changed=bool(self.tags_added or self.tags_removed or self.summary or self.files),
+            dry_run=self.dry_run, alerts_sent=tuple(self.alerts_sent), problems=tuple(self.problems),
+            tags_added=tuple(self.tags_added), tags_removed=tuple(self.tags_removed),
+            summary=MappingProxyType(dict(self.summary)), files=tuple(self.files))
 
 
-class WandbWriter:
+class WandbAlertSink(AlertSink):
+    """A W&B alert on the run (``notifyScriptableRunAlert``, addressed by entity, project and
+    run: no live run is needed); W&B sends it to Slack or email as the user configured."""
+
+    label = "W&B"
+
+    def __init__(self, target: WandbTarget, retrying: Retrying):
+        self.target = target
+        self.retrying = retrying
+
+    def deliver(self, report: HealthReport, finding: Finding, episode: str = "") -> None:
+        from ..adapters.wandb import graphql
+
+        target = self.target
+        title = f"trackerhealth: {finding.id} in {report.run.name or report.run.id}"[:256]
+        text = _alert_text(report, finding)
+        try:
+            answer = self.retrying(lambda: graphql(target.api, NOTIFY, {
+                "entityName": target.entity, "projectName": target.project, "runName": report.run.id,
+                "title": title, "text": text, "severity": "ERROR" if finding.level == CRITICAL else "WARN"}),
+                f"alerting on {report.run.id}")
+        except Exception as exc:  # noqa: BLE001 - a failed alert is reported and retried next scan
+            raise AlertError(str(exc)) from None
+        if not (answer.get("notifyScriptableRunAlert") or {}).get("success"):
+            raise AlertError("W&B did not accept the alert")
+
+
+class WandbWriter(Writer):
     """Writes reports onto the runs a :class:`~trackerhealth.adapters.wandb.WandbApiAdapter` listed.
 
-    ``notify``: send W&B alerts for new critical findings; ``webhook``: also (or instead) a
-    Slack-compatible webhook; ``report``: keep the project's "Training health" report up to date
-    (see :meth:`finish`).
+    ``target``: the W&B project (the adapter's public connection); ``retrying``: the retry policy
+    for the writes (the adapter's, so reads and writes to one server follow one rule);
+    ``alerts``: where each new critical finding is sent (a :class:`WandbAlertSink`, a webhook);
+    ``report``: keep the project's "Training health" report up to date (see :meth:`finish`).
+    :func:`trackerhealth.trackers.writer_for` builds it from an adapter.
     """
 
-    def __init__(self, adapter, *, webhook: alerting.WebhookSender | None = None, config=None,
-                 notify: bool = True, report: bool = True):
-        self.adapter = adapter
-        self.webhook = webhook
-        self.notify = notify
+    def __init__(self, target: WandbTarget, *, retrying: Retrying, alerts: Sequence[AlertSink] = (), config=None,
+                 report: bool = True):
+        self.target = target
+        self.retrying = retrying
+        self.alerts = tuple(alerts)
         self.config = config
         self.report = report
         self._dashboard = Dashboard()
@@ -131,14 +197,14 @@ class WandbWriter:
 
     # -- one run ---------------------------------------------------------------------------------
     def write(self, report: HealthReport, history: RunHistory, dry_run: bool = False) -> WandbWriteOutcome:
-        from ..adapters.wandb import _sdk
+        from ..adapters.wandb import graphql, summary_of
 
-        adapter, run_id = self.adapter, report.run.id
+        target, run_id = self.target, report.run.id
         self.run_roles.append(self._roles(history))
-        outcome = WandbWriteOutcome(run_id, dry_run=dry_run)
+        outcome = _Draft(run_id, dry_run=dry_run)
         run = self._fresh(run_id)
         current_tags = list(run.tags or [])
-        summary = _sdk.summary_of(run)
+        summary = summary_of(run)
 
         wanted_tags = with_health_tags(current_tags, report)
         outcome.tags_added = [t for t in wanted_tags if t not in current_tags]
@@ -158,100 +224,85 @@ class WandbWriter:
         if upload:
             outcome.files.append(DASHBOARD_FILE)
         if dry_run:
-            return outcome
+            return outcome.outcome()
 
         if upload and not self._upload_dashboard(run, report, history, outcome):
             outcome.summary.pop(DIGEST, None)  # not uploaded: try again next scan
         if outcome.tags_added or outcome.tags_removed:
             fresh = self._fresh(run_id)  # re-read just before writing the whole list
             tags = with_health_tags(list(fresh.tags or []), report)
-            adapter._retrying(lambda: _sdk.graphql(adapter.api, WRITE_TAGS, {"id": fresh.storage_id, "tags": tags}),
-                              f"writing {run_id}'s tags")
+            self.retrying(lambda: graphql(target.api, WRITE_TAGS, {"id": fresh.storage_id, "tags": tags}),
+                          f"writing {run_id}'s tags")
         if outcome.summary:
             fresh = self._fresh(run_id)  # re-read just before writing the whole object
-            merged = _sdk.summary_of(fresh)
+            merged = summary_of(fresh)
             for key, value in outcome.summary.items():
                 if value is None:
                     merged.pop(key, None)
                 else:
                     merged[key] = value
             body = json.dumps(merged)
-            adapter._retrying(lambda: _sdk.graphql(adapter.api, WRITE_SUMMARY, {"id": fresh.storage_id,
-                                                                                  "summaryMetrics": body}),
-                              f"writing {run_id}'s summary")
-        return outcome
+            self.retrying(lambda: graphql(target.api, WRITE_SUMMARY, {"id": fresh.storage_id, "summaryMetrics": body}),
+                          f"writing {run_id}'s summary")
+        return outcome.outcome()
 
     def _roles(self, history: RunHistory) -> dict:
         from ..roles import resolve
 
         config = self.config
         try:
-            view = resolve(history, getattr(config, "roles", None), getattr(config, "units", None))
+            view = resolve(history, config.roles if config is not None else None,
+                           config.units if config is not None else None)
         except Exception:  # noqa: BLE001 - the report panels are a convenience
             return {}
         return view.roles.describe()
 
     def _fresh(self, run_id: str):
-        from ..adapters.wandb import _sdk
+        from ..adapters.wandb import fresh_run
 
-        adapter = self.adapter
+        target = self.target
         try:
-            return adapter._retrying(lambda: _sdk.fresh_run(adapter.api, adapter.entity, adapter.project, run_id),
-                                     f"reading run {run_id}")
+            return self.retrying(lambda: fresh_run(target.api, target.entity, target.project, run_id),
+                                 f"reading run {run_id}")
         except ValueError as exc:  # RunNotFoundError
             if "Could not find run" in str(exc):
                 raise RunSkipped("deleted during the scan") from None
             raise
 
-    def _alert(self, report: HealthReport, finding, outcome: WandbWriteOutcome) -> bool:
-        """Send one alert through W&B (and the webhook); True when at least one took it."""
-        from ..adapters.wandb import _sdk
-
+    def _alert(self, report: HealthReport, finding, outcome: _Draft) -> bool:
+        """Send one alert to every sink; True when at least one took it."""
         delivered = False
-        if self.notify:
-            adapter = self.adapter
-            title = f"trackerhealth: {finding.id} in {report.run.name or report.run.id}"[:256]
-            text = _alert_text(report, finding)
+        for sink in self.alerts:
             try:
-                answer = adapter._retrying(lambda: _sdk.graphql(adapter.api, NOTIFY, {
-                    "entityName": adapter.entity, "projectName": adapter.project, "runName": report.run.id,
-                    "title": title, "text": text, "severity": "ERROR" if finding.level == CRITICAL else "WARN"}),
-                    f"alerting on {report.run.id}")
-                delivered = bool((answer.get("notifyScriptableRunAlert") or {}).get("success"))
-                if not delivered:
-                    outcome.problems.append(f"W&B did not accept the alert for {finding.id}")
-            except Exception as exc:  # noqa: BLE001 - a failed alert is reported and retried next scan
-                outcome.problems.append(f"W&B alert for {finding.id}: {exc}")
-        if self.webhook is not None:
-            try:
-                self.webhook.send(alerting.build_payload(report, finding, tracker_label="W&B"))
+                sink.deliver(report, finding)
                 delivered = True
-            except alerting.AlertError as exc:
-                outcome.problems.append(f"webhook alert for {finding.id}: {exc}")
+            except AlertError as exc:
+                outcome.problems.append(WriteProblem(ALERT, f"alert for {finding.id} via {sink.label}: {exc}"))
         return delivered
 
-    def _upload_dashboard(self, run, report: HealthReport, history: RunHistory, outcome: WandbWriteOutcome) -> bool:
+    def _upload_dashboard(self, run, report: HealthReport, history: RunHistory, outcome: _Draft) -> bool:
         try:
             html = self._dashboard.render(history, report, self.config)
         except Exception as exc:  # noqa: BLE001 - a dashboard bug must not cost the tags
-            outcome.problems.append(f"dashboard: {type(exc).__name__}: {exc}")
+            outcome.problems.append(WriteProblem(RENDER, f"dashboard: {type(exc).__name__}: {exc}"))
             outcome.files.remove(DASHBOARD_FILE)
             return False
         with tempfile.TemporaryDirectory(prefix="trackerhealth-") as tmp:
             path = Path(tmp) / DASHBOARD_FILE
             path.parent.mkdir(parents=True)
             path.write_text(html, encoding="utf-8")
-            self.adapter._retrying(lambda: run.upload_file(str(path), root=tmp), f"uploading {run.id}'s dashboard")
+            self.retrying(lambda: run.upload_file(str(path), root=tmp), f"uploading {run.id}'s dashboard")
         return True
 
     # -- the project ------------------------------------------------------------------------------
-    def finish(self, dry_run: bool = False) -> list[str]:
+    def finish(self, reports: Sequence[HealthReport] = (), errors: Sequence[Mapping[str, Any]] = (),
+               dry_run: bool = False) -> list[str]:
         """Update the project's "Training health" report; returns notes (what was done or why not)."""
         if not self.report or not self.run_roles:
             return []
         from .wandb_report import upsert_report
 
-        return upsert_report(self.adapter, self.run_roles, dry_run=dry_run)
+        return upsert_report(self.target, self.run_roles, dry_run=dry_run, retrying=self.retrying)
 
 
 def _alert_text(report: HealthReport, finding) -> str:

@@ -43,6 +43,7 @@ def environment(values: dict[str, str]):
 def exercise(server: ContractServer, workdir: Path) -> None:
     from trackerhealth.adapters.wandb import WandbApiAdapter
     from trackerhealth.scan import scan
+    from trackerhealth.trackers import writer_for
 
     entries = [e for e in json.loads((CORPUS / "manifest.json").read_text()) if e["name"] in RUNS]
     runs = load_into(server.store, ENTITY, PROJECT, entries)
@@ -53,10 +54,7 @@ def exercise(server: ContractServer, workdir: Path) -> None:
     with environment({**server.env(), "WANDB_SILENT": "true"}):
         for _ in range(2):  # the second scan is incremental: runs come from the cache
             adapter = WandbApiAdapter(f"{ENTITY}/{PROJECT}", cache_dir=workdir / "cache", workers=2)
-            writer = adapter.writer()
-            scan(adapter, writer, workers=2)
-            writer.finish()
-            adapter.scan_complete()
+            scan(adapter, writer_for(adapter), workers=2)  # ends with the report and scan_complete()
             adapter.close()
         # The SDK's sampled history read (RunSampledHistory), which trackerhealth does not use.
         import wandb

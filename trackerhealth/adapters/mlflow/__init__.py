@@ -1,10 +1,11 @@
 """Read MLflow runs for a scan: any tracking URI, fast parallel/direct-SQL fetch, a history cache.
 
+    from trackerhealth import trackers
     from trackerhealth.adapters.mlflow import MlflowAdapter
     from trackerhealth.scan import scan
 
     adapter = MlflowAdapter("http://mlflow.internal:5000", experiments=["my-team"])
-    result = scan(adapter, adapter.writer())
+    result = scan(adapter, trackers.writer_for(adapter))
 
 mlflow itself is imported only when a store is opened; without it, the error says
 ``pip install 'trackerhealth[mlflow]'``.

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...schema import RunHistory
 from .._shared import default_cache_dir, parse_since
-from ..base import Fetched, RunSkipped
+from ..base import Adapter, Fetched, RunSkipped
 from . import _uri
 from ._cache import HistoryCache, merge
 from ._errors import ApiError, SelectionError, TrackerUnreachable, import_mlflow
@@ -25,12 +25,15 @@ from ._runs import ClientLister, MlflowRun, RestLister, select_runs
 DEFAULT = object()
 
 
-class MlflowAdapter:
+class MlflowAdapter(Adapter):
     """One tracking store and one selection of runs.
 
     ``cache_dir``: where histories are cached (default: the user cache dir; ``None`` disables the
     cache). ``workers`` bounds the requests in flight. ``ui_url`` is the MLflow UI to link to, when
-    the URI is not the server itself (a database URI, say).
+    the URI is not the server itself (a database URI, say). Its writer
+    (:class:`~trackerhealth.writers.mlflow_writer.MlflowWriter`, built by
+    :func:`trackerhealth.trackers.writer_for`) writes through the public :attr:`client` and
+    :meth:`current_tags`.
     """
 
     tracker = "mlflow"
@@ -139,14 +142,6 @@ class MlflowAdapter:
             rows["timestamp"].to_numpy(dtype=np.float64) / 1000.0)
         return Fetched(history, fetched_points=n_fetched, cached_points=len(rows) - n_fetched,
                        requests=len(plan.fetch))
-
-    # -- writing ----------------------------------------------------------------------------
-    def writer(self, alert=None, config=None):
-        """The writer for these runs; ``alert`` is a webhook sender (or None), ``config`` goes to
-        the dashboard so its panels show the keys the diagnoses used."""
-        from ...writers.mlflow_writer import MlflowWriter
-
-        return MlflowWriter(self.client, self.current_tags, alert=alert, config=config)
 
     def close(self) -> None:
         self.cache.flush()

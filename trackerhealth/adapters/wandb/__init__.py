@@ -42,6 +42,7 @@ import pandas as pd
 from ...schema import RunHistory, RunRef
 from ._log import LogFormatError, LogScan, describe_stop, scan
 from ._records import Decoded, WandbMissing, decode
+from ._sdk import SdkChanged, fresh_run, graphql, summary_of
 
 
 def __getattr__(name: str):
@@ -50,18 +51,27 @@ def __getattr__(name: str):
         from . import _api
 
         return getattr(_api, name)
-    raise AttributeError(name)
+    if name == "WandbFolderAdapter":
+        from ._folders import WandbFolderAdapter
+
+        return WandbFolderAdapter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "LocalRun",
+    "SdkChanged",
     "WandbApiAdapter",
     "WandbApiRun",
+    "WandbFolderAdapter",
     "WandbFolderError",
     "WandbMissing",
     "WandbSelectionError",
     "find_run_folders",
+    "fresh_run",
+    "graphql",
     "read_run",
     "read_run_folder",
+    "summary_of",
 ]
 
 TRACKER = "wandb"

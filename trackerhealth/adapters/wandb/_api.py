@@ -1,7 +1,7 @@
 """The W&B API adapter: list a project's runs with server-side filters, fetch each history.
 
     adapter = WandbApiAdapter("my-team/llm-pretrain", states=["running", "finished"])
-    result = scan(adapter, adapter.writer())
+    result = scan(adapter, trackers.writer_for(adapter))
 
 Everything goes through the ``wandb`` SDK's public API (``wandb.Api``; ``WANDB_API_KEY`` and
 ``WANDB_BASE_URL`` from the environment, so W&B Server and dedicated cloud work too):
@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from ...schema import RunHistory, RunRef
 from .._shared import default_cache_dir
-from ..base import Fetched, RunSkipped, SelectionError, TrackerUnreachable
+from ..base import Adapter, Fetched, RunSkipped, SelectionError, TrackerUnreachable
 from ._api_cache import ApiHistoryCache
 from ._api_rows import LongRows, history_rows, system_rows
 from ._records import INSTALL_HINT, WandbMissing
@@ -113,8 +113,13 @@ class WandbApiRun:
     heartbeat: str | None
 
 
-class WandbApiAdapter:
-    """One W&B project and one selection of its runs."""
+class WandbApiAdapter(Adapter):
+    """One W&B project and one selection of its runs.
+
+    Its writer (:class:`~trackerhealth.writers.wandb_writer.WandbWriter`, built by
+    :func:`trackerhealth.trackers.writer_for`) writes through the public ``api``, ``entity``,
+    ``project``, ``path``, ``app_url`` and :meth:`retrying`.
+    """
 
     tracker = "wandb"
 
@@ -317,6 +322,11 @@ class WandbApiAdapter:
                 raise RunSkipped("deleted during the scan") from None
             raise
 
+    def retrying(self, call, what: str):
+        """``call()`` under this adapter's retry policy; public so that the writer's requests to the
+        same server follow the same rule (``what`` names the request in errors)."""
+        return self._retrying(call, what)
+
     def _retrying(self, call, what: str):
         """``call()``, retried with backoff when the SDK gives up on a transient failure."""
         wandb = import_wandb()
@@ -332,12 +342,7 @@ class WandbApiAdapter:
                 time.sleep(min(30.0, 2.0 * 2 ** attempt))
         raise AssertionError("unreachable")
 
-    # -- writing -----------------------------------------------------------------------------
-    def writer(self, alert=None, config=None, *, notify: bool = True, report: bool = True):
-        from ...writers.wandb_writer import WandbWriter
-
-        return WandbWriter(self, webhook=alert, config=config, notify=notify, report=report)
-
+    # -- the scan's end ---------------------------------------------------------------------
     def scan_complete(self) -> None:
         """Called after a scan with no unreachable/failed runs: the next scan lists only runs
         updated since this one started."""

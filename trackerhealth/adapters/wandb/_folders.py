@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...schema import RunRef
-from ..base import Fetched, RunSkipped
+from ..base import Adapter, Fetched, RunSkipped
 
 
 @dataclass
@@ -21,7 +21,9 @@ class FolderRun:
     folder: Path
 
 
-class WandbFolderAdapter:
+class WandbFolderAdapter(Adapter):
+    """Local W&B run folders (``scan --wandb-dir``): read only, so it has no writer."""
+
     tracker = "wandb"
 
     def __init__(self, roots: Iterable[str | Path]):
@@ -48,9 +50,6 @@ class WandbFolderAdapter:
                 raise RunSkipped(exc.problem) from None
             raise
         return Fetched(local.history, fetched_points=local.history.n_points)
-
-    def close(self) -> None:
-        pass
 
 
 __all__ = ["FolderRun", "WandbFolderAdapter"]
