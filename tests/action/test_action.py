@@ -73,7 +73,8 @@ def test_critical_runs_fail_the_job_and_everything_is_reported(runner, mlflow_se
     assert "6 run(s): 2 critical, 1 warning, 3 healthy." in summary
     for run, status in MIXED.items():
         shown = re.escape(run.replace("_", "\\_"))  # Markdown-escaped in the summary
-        assert re.search(rf"\| {shown} \| .*\| {status} \|", summary), run
+        # The name links to the run when the report knows its URL (MLflow's UI here).
+        assert re.search(rf"\| (\[{shown}\]\([^)]*\)|{shown}) \| .*\| {status} \|", summary), run
     assert "`nonfinite`" in summary and "`input-bottleneck`" in summary and "*Fix:*" in summary
 
     report = Path(result.outputs["report-path"])
@@ -125,7 +126,8 @@ def test_exit_code_follows_fail_on(runner, mlflow_server, client, action_experim
     if experiment == "warnings":  # a dry run writes nothing onto the runs
         for run_id in ids.values():
             assert not any(k.startswith("trackerhealth.") for k in client.get_run(run_id).data.tags)
-        assert set(WARNINGS) <= set(result.summary.replace("\\_", "_").split())
+        shown = set(re.findall(r"^\| \[?([^|\]]+?)\]?(?:\([^)]*\))? \|", result.summary.replace("\\_", "_"), re.M))
+        assert set(WARNINGS) <= shown, shown
 
 
 def test_unreachable_tracker_exits_3_and_credentials_stay_out_of_logs(runner):
