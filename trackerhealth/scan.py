@@ -24,6 +24,7 @@ from typing import Any
 from .adapters.base import Adapter, RunSkipped, TrackerUnreachable, Writer
 from .config import Config
 from .engine import analyze
+from .redaction import redact_secrets
 from .schema import CRITICAL, OK, WARNING, HealthReport
 
 __all__ = ["ScanResult", "ScanSummary", "run_workers_for", "scan"]
@@ -201,7 +202,8 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
         if res.skipped is not None:
             result.skipped.append({"source": _source(res.ref), "run_id": res.ref.id, "reason": res.skipped})
         for kind, message in res.errors:
-            result.errors.append({"source": _source(res.ref), "run_id": res.ref.id, "kind": kind, "message": message})
+            result.errors.append({"source": _source(res.ref), "run_id": res.ref.id, "kind": kind,
+                                  "message": redact_secrets(message)})
     result.summary.fetch_seconds = timer.total
     result.summary.elapsed_seconds = time.perf_counter() - started
     return result

@@ -20,7 +20,9 @@ FAIL_ON = ("critical", "warning", "never")
 
 
 def _die(message: str, code: int) -> None:
-    click.echo(f"Error: {message}", err=True)
+    from .redaction import redact_secrets
+
+    click.echo(f"Error: {redact_secrets(message)}", err=True)
     sys.exit(code)
 
 
@@ -79,6 +81,9 @@ class _Progress:
               help="Report format on stdout (the summary goes to stderr).")
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default="critical", show_default=True,
               help="Exit 1 when a finding at or above this level is found.")
+@click.option("--timeout", type=click.FloatRange(1, 3600), default=None, metavar="SECONDS",
+              help="Longest wait for one tracker request, retries included (default 30; $TRACKERHEALTH_TIMEOUT); "
+                   "a server that does not answer in time is named and the scan exits 3.")
 @click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
               help="Requests in flight (match the server's --workers).")
 @click.option("--config", "config_path", type=click.Path(), default=None,
@@ -96,7 +101,7 @@ class _Progress:
 @click.option("--full", is_flag=True, help="In JSON, include ok, skipped and error findings too.")
 def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_ids, since, states, tags, all_runs,
          no_wandb_alerts, no_report, fmt, fail_on, workers, config_path, cache_dir, no_cache, dry_run, alert_webhook,
-         mlflow_ui_url, progress, full) -> None:
+         mlflow_ui_url, progress, full, timeout) -> None:
     """Scan W&B or MLflow runs, write their health back onto each run, alert on new critical findings.
 
     W&B (--project ENTITY/PROJECT): each run gets tags health:ok or health:<diagnosis>, summary
@@ -142,13 +147,13 @@ def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_
     except ConfigError as exc:
         _die(str(exc), EXIT_USAGE)
     try:
-        sender = WebhookSender.from_env(alert_webhook) if alert_webhook else None
+        sender = WebhookSender.from_env(alert_webhook, timeout) if alert_webhook else None
     except ValueError as exc:
         _die(f"{exc}; pass the webhook's full https:// URL to --alert-webhook", EXIT_USAGE)
     show = progress if progress is not None else _isatty(sys.stderr)
     bar = _Progress(bool(show))
     common = {"fmt": fmt, "fail_on": fail_on, "workers": workers, "dry_run": dry_run, "full": full, "bar": bar,
-              "config": config}
+              "config": config, "timeout": timeout}
     if wandb_project and wandb_dirs:
         _die("pass either --project (the W&B API) or --wandb-dir (local folders), not both", EXIT_USAGE)
     if (wandb_project or wandb_dirs) and (experiments or mlflow_ui_url):
@@ -171,7 +176,7 @@ def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_
 
 
 def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_dir, no_cache, sender, mlflow_ui_url,
-                 *, fmt, fail_on, workers, dry_run, full, bar, config) -> None:
+                 *, fmt, fail_on, workers, dry_run, full, bar, config, timeout) -> None:
     from .adapters.mlflow import (
         ApiError,
         MlflowAdapter,
@@ -185,7 +190,7 @@ def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_d
         adapter = MlflowAdapter(
             mlflow_uri, experiments=experiments, filter_string=filter_string, run_ids=run_ids, since=since,
             cache_dir=None if no_cache else (cache_dir if cache_dir is not None else _default()),
-            workers=workers, ui_url=mlflow_ui_url)
+            workers=workers, ui_url=mlflow_ui_url, timeout=timeout)
     except SelectionError as exc:
         _die(str(exc), EXIT_USAGE)
 
@@ -210,7 +215,7 @@ def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_d
 
 
 def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_runs, notify, report, sender, cache_dir,
-                fmt, fail_on, workers, dry_run, full, bar, config) -> None:
+                fmt, fail_on, workers, dry_run, full, bar, config, timeout) -> None:
     from .adapters._shared import parse_since
     from .adapters.base import SelectionError, TrackerUnreachable
     from .adapters.wandb import WandbApiAdapter, WandbMissing
@@ -220,7 +225,7 @@ def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_run
     try:
         adapter = WandbApiAdapter(project, filters=filter_string, states=states, tags=tags, run_ids=run_ids,
                                   since_ms=parse_since(since), incremental=not all_runs, cache_dir=cache_dir,
-                                  workers=workers)
+                                  workers=workers, timeout=timeout)
         writer = adapter.writer(alert=sender, config=config, notify=notify, report=report)
         result = run_scan(adapter, writer, config, workers=workers, dry_run=dry_run, progress=bar)
         notes = list(writer.notes)
@@ -245,7 +250,7 @@ def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_run
     _finish(result, notes, fmt=fmt, fail_on=fail_on, full=full)
 
 
-def _scan_wandb_dirs(roots, *, fmt, fail_on, workers, dry_run, full, bar, config) -> None:
+def _scan_wandb_dirs(roots, *, fmt, fail_on, workers, dry_run, full, bar, config, timeout) -> None:
     from .adapters.wandb import WandbFolderError, WandbMissing
     from .adapters.wandb._folders import WandbFolderAdapter
     from .scan import scan as run_scan

@@ -162,7 +162,7 @@ class WandbWriter:
         if outcome.tags_added or outcome.tags_removed:
             fresh = self._fresh(run_id)  # re-read just before writing the whole list
             tags = with_health_tags(list(fresh.tags or []), report)
-            adapter._retrying(lambda: _sdk.graphql(adapter.api, WRITE_TAGS, {"id": fresh.storage_id, "tags": tags}),
+            adapter.retrying(lambda: _sdk.graphql(adapter.api, WRITE_TAGS, {"id": fresh.storage_id, "tags": tags}),
                               f"writing {run_id}'s tags")
         if outcome.summary:
             fresh = self._fresh(run_id)  # re-read just before writing the whole object
@@ -173,7 +173,7 @@ class WandbWriter:
                 else:
                     merged[key] = value
             body = json.dumps(merged)
-            adapter._retrying(lambda: _sdk.graphql(adapter.api, WRITE_SUMMARY, {"id": fresh.storage_id,
+            adapter.retrying(lambda: _sdk.graphql(adapter.api, WRITE_SUMMARY, {"id": fresh.storage_id,
                                                                                   "summaryMetrics": body}),
                               f"writing {run_id}'s summary")
         return outcome
@@ -193,7 +193,7 @@ class WandbWriter:
 
         adapter = self.adapter
         try:
-            return adapter._retrying(lambda: _sdk.fresh_run(adapter.api, adapter.entity, adapter.project, run_id),
+            return adapter.retrying(lambda: _sdk.fresh_run(adapter.api, adapter.entity, adapter.project, run_id),
                                      f"reading run {run_id}")
         except ValueError as exc:  # RunNotFoundError
             if "Could not find run" in str(exc):
@@ -210,7 +210,7 @@ class WandbWriter:
             title = f"trackerhealth: {finding.id} in {report.run.name or report.run.id}"[:256]
             text = _alert_text(report, finding)
             try:
-                answer = adapter._retrying(lambda: _sdk.graphql(adapter.api, NOTIFY, {
+                answer = adapter.retrying(lambda: _sdk.graphql(adapter.api, NOTIFY, {
                     "entityName": adapter.entity, "projectName": adapter.project, "runName": report.run.id,
                     "title": title, "text": text, "severity": "ERROR" if finding.level == CRITICAL else "WARN"}),
                     f"alerting on {report.run.id}")
@@ -238,7 +238,7 @@ class WandbWriter:
             path = Path(tmp) / DASHBOARD_FILE
             path.parent.mkdir(parents=True)
             path.write_text(html, encoding="utf-8")
-            self.adapter._retrying(lambda: run.upload_file(str(path), root=tmp), f"uploading {run.id}'s dashboard")
+            self.adapter.retrying(lambda: run.upload_file(str(path), root=tmp), f"uploading {run.id}'s dashboard")
         return True
 
     # -- the project ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ stores); writes always go through ``MlflowClient`` (see :mod:`trackerhealth.writ
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -37,7 +38,7 @@ class MlflowAdapter:
 
     def __init__(self, uri: str | None, *, experiments: Iterable[str] = (), filter_string: str | None = None,
                  run_ids: Iterable[str] = (), since: str | None = None, cache_dir=DEFAULT, workers: int = 4,
-                 ui_url: str | None = None, retry: RetryPolicy | None = None):
+                 ui_url: str | None = None, retry: RetryPolicy | None = None, timeout: float | None = None):
         self.uri = _uri.parse(uri)
         self.experiments = list(experiments)
         self.filter_string = filter_string
@@ -47,7 +48,7 @@ class MlflowAdapter:
         self.ui_base = (ui_url.rstrip("/") if ui_url else None) or self.uri.ui_base
         root = default_cache_dir() if cache_dir is DEFAULT else cache_dir
         self.cache = HistoryCache(Path(root) if root is not None else None, self.uri.cache_key())
-        self._retry = retry
+        self._retry = retry or RetryPolicy.from_env(timeout)
         self._rest: RestClient | None = None
         self._client = None
         self._fetcher = None
@@ -70,8 +71,19 @@ class MlflowAdapter:
             import_mlflow()
             from mlflow.tracking import MlflowClient
 
+            self._bound_client_retries()
+
             self._client = MlflowClient(tracking_uri=self.uri.mlflow_uri)
         return self._client
+
+    def _bound_client_retries(self) -> None:
+        """MlflowClient (the writes) retries with urllib3 on its own: 7 retries, factor 2, 120 s
+        timeouts by default, which kept a scan 250-500 s on a dead server. It has no per-client
+        setting, only MLflow's environment variables; a value the user set stays."""
+        policy = self._retry
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(min(policy.retries, 2)))
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, int(policy.timeout))))
 
     def _make_fetcher(self):
         if self.uri.kind == _uri.HTTP:
@@ -85,7 +97,7 @@ class MlflowAdapter:
     def check(self) -> None:
         """Raise TrackerUnreachable (with how to check it) when the store does not answer."""
         if self.uri.kind == _uri.HTTP:
-            self.rest.check_reachable()
+            self.server_version = self.rest.check_reachable()
 
     # -- the adapter interface --------------------------------------------------------------
     def list_runs(self) -> list[MlflowRun]:
