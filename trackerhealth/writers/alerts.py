@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -64,6 +65,12 @@ def parse_ids(value: str | None) -> set[str]:
 
 def format_ids(ids: Iterable[str]) -> str:
     return ",".join(sorted(set(ids)))
+
+
+def claim_settle() -> float:
+    """Seconds between claiming an alert on the run and checking the claim survived."""
+    raw = os.environ.get("TRACKERHEALTH_ALERT_SETTLE", "").strip()
+    return float(raw) if raw else 1.0
 
 
 class TrackerClaim:

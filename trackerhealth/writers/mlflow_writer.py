@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-import os
 
 from ..adapters.base import RunSkipped, TrackerUnreachable
 from ..redaction import redact_secrets
@@ -83,12 +82,6 @@ def health_tags(report: HealthReport) -> dict[str, str]:
 
 class WriteFailed(Exception):
     """MLflow did not take a write; the message is MLflow's, with credentials redacted."""
-
-
-def claim_settle() -> float:
-    """Seconds between claiming an alert on the run and checking the claim survived."""
-    raw = os.environ.get("TRACKERHEALTH_ALERT_SETTLE", "").strip()
-    return float(raw) if raw else 1.0
 
 
 def _caused_by_connection(exc: BaseException) -> bool:
@@ -161,7 +154,7 @@ class MlflowWriter:
             claim = alerting.TrackerClaim(lambda: self._guarded(run_id, lambda: self.client.get_run(run_id))
                                           .data.tags.get(ALERTED),
                                           lambda value: self._guarded(run_id, lambda: self.client.set_tag(
-                                              run_id, ALERTED, fit(value))), settle=claim_settle())
+                                              run_id, ALERTED, fit(value))), settle=alerting.claim_settle())
 
             def send(finding) -> bool:
                 try:

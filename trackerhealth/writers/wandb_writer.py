@@ -145,8 +145,11 @@ class WandbWriter:
         digest = self._dashboard.digest(body)
         wanted = {**health_summary(report), DIGEST: digest}
         already = alerting.parse_ids(summary.get(ALERTED) if isinstance(summary.get(ALERTED), str) else "")
+        claim = alerting.TrackerClaim(lambda: self._alerted_now(run_id), lambda value: self._claim(run_id, value),
+                                      settle=alerting.claim_settle())
         outcome.alerts_sent, still = alerting.deliver(report, already, dry_run,
-                                                      lambda finding: self._alert(report, finding, outcome))
+                                                      lambda finding: self._alert(report, finding, outcome,
+                                                                                  claim.token), claim)
         wanted[ALERTED] = alerting.format_ids(still)
         ours = {k for k in summary if k.startswith(PREFIX)}
         outcome.summary = {k: v for k, v in wanted.items() if summary.get(k) != v}
@@ -178,6 +181,20 @@ class WandbWriter:
                               f"writing {run_id}'s summary")
         return outcome
 
+    def _alerted_now(self, run_id: str) -> str:
+        value = _sdk_summary(self._fresh(run_id)).get(ALERTED)
+        return value if isinstance(value, str) else ""
+
+    def _claim(self, run_id: str, value: str) -> None:
+        """Write only ``trackerhealth/alerted`` into the summary as the server has it now."""
+        from ..adapters.wandb import _sdk
+
+        fresh = self._fresh(run_id)
+        merged = {**_sdk.summary_of(fresh), ALERTED: value}
+        body = json.dumps(merged)
+        self.adapter.retrying(lambda: _sdk.graphql(self.adapter.api, WRITE_SUMMARY, {
+            "id": fresh.storage_id, "summaryMetrics": body}), f"claiming {run_id}'s alerts")
+
     def _roles(self, history: RunHistory) -> dict:
         from ..roles import resolve
 
@@ -200,7 +217,7 @@ class WandbWriter:
                 raise RunSkipped("deleted during the scan") from None
             raise
 
-    def _alert(self, report: HealthReport, finding, outcome: WandbWriteOutcome) -> bool:
+    def _alert(self, report: HealthReport, finding, outcome: WandbWriteOutcome, episode: str = "") -> bool:
         """Send one alert through W&B (and the webhook); True when at least one took it."""
         from ..adapters.wandb import _sdk
 
@@ -221,7 +238,7 @@ class WandbWriter:
                 outcome.problems.append(f"W&B alert for {finding.id}: {exc}")
         if self.webhook is not None:
             try:
-                self.webhook.send(alerting.build_payload(report, finding, tracker_label="W&B"))
+                self.webhook.send(alerting.build_payload(report, finding, tracker_label="W&B", episode=episode))
                 delivered = True
             except alerting.AlertError as exc:
                 outcome.problems.append(f"webhook alert for {finding.id}: {exc}")
@@ -249,6 +266,12 @@ class WandbWriter:
         from .wandb_report import upsert_report
 
         return upsert_report(self.adapter, self.run_roles, dry_run=dry_run)
+
+
+def _sdk_summary(run) -> dict:
+    from ..adapters.wandb import _sdk
+
+    return _sdk.summary_of(run)
 
 
 def _alert_text(report: HealthReport, finding) -> str:
