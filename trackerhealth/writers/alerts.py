@@ -90,10 +90,10 @@ class TrackerClaim:
         self.read, self.write, self.settle, self.sleep = read, write, settle, sleep
         self.token = uuid.uuid4().hex[:12]
 
-    def __call__(self, ids: list[str]) -> tuple[set[str], set[str]]:
-        """(ids this scan won and must send, ids another scan alerted or holds)."""
+    def __call__(self, ids: list[str]) -> tuple[set[str], dict[str, str]]:
+        """(ids this scan won and must send, {id: token} for those another scan alerted or holds)."""
         held = parse_entries(self.read())
-        taken = {i for i in ids if i in held}
+        taken = {i: held[i] for i in ids if i in held}
         mine = [i for i in ids if i not in held]
         if not mine:
             return set(), taken
@@ -101,7 +101,8 @@ class TrackerClaim:
         self.sleep(self.settle)
         after = parse_entries(self.read())
         won = {i for i in mine if after.get(i) == self.token}
-        return won, taken | {i for i in mine if i in after and after[i] != self.token}
+        taken.update({i: after[i] for i in mine if i in after and after[i] != self.token})
+        return won, taken
 
 
 def plan(report: HealthReport, already: set[str]) -> tuple[list[Finding], set[str]]:
@@ -117,7 +118,7 @@ def plan(report: HealthReport, already: set[str]) -> tuple[list[Finding], set[st
 
 def deliver(report: HealthReport, already: set[str], dry_run: bool,
             send: Callable[[Finding], bool],
-            claim: Callable[[list[str]], tuple[set[str], set[str]]] | None = None) -> tuple[list[str], set[str]]:
+            claim: Callable[[list[str]], tuple[set[str], dict[str, str]]] | None = None) -> tuple[list[str], set[str]]:
     """Alert each new critical finding through ``send`` (True when it was delivered).
 
     With ``claim`` (a :class:`TrackerClaim`), only the findings this scan won the claim for are
@@ -130,7 +131,9 @@ def deliver(report: HealthReport, already: set[str], dry_run: bool,
     sent: list[str] = []
     if new and claim is not None and not dry_run:
         won, taken = claim([f.id for f in new])
-        still |= taken & {f.id for f in new}
+        # Another scan's claim is recorded as we saw it, token and all: if our record lands after
+        # its final one, its claim still stands (and still reads as alerted); if before, it wins.
+        still |= {f"{i}{CLAIM_SEP}{t}" if t else i for i, t in taken.items()}
         new = [f for f in new if f.id in won]
     for finding in new:
         if dry_run:

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-
 from ..adapters.base import RunSkipped, TrackerUnreachable
 from ..redaction import redact_secrets
 from ..schema import HealthReport, RunHistory

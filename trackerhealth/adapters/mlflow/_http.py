@@ -156,8 +156,15 @@ class RestClient:
             if _VERSION.match(text[:40]) and len(text) < 40:
                 return text
             raise NotMlflowServer(self._not_mlflow(resp))
-        body = self.request("POST", "/api/2.0/mlflow/experiments/search", json={"max_results": 1}, retry=quick,
-                            what="searching experiments")
+        try:
+            body = self.request("POST", "/api/2.0/mlflow/experiments/search", json={"max_results": 1}, retry=quick,
+                                what="searching experiments")
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                raise
+            raise NotMlflowServer(f"this is not an MLflow server: {self.base} has no /version and answered the "
+                                  f"experiments search with {exc} (no 'experiments' list); check --mlflow-uri "
+                                  "(host, port and path)") from None
         if not isinstance(body, dict) or not isinstance(body.get("experiments"), list):
             raise NotMlflowServer(f"this is not an MLflow server: {self.base} answered the experiments search with "
                                   f"{_show(str(body))} (no 'experiments' list); check --mlflow-uri (host and port)")
