@@ -55,3 +55,5 @@ def install_log_filter() -> None:
         for handler in logger.handlers:
             if _installed not in handler.filters:
                 handler.addFilter(_installed)
+    if logging.lastResort is not None and _installed not in logging.lastResort.filters:
+        logging.lastResort.addFilter(_installed)  # what prints a warning when nobody configured logging

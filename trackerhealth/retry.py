@@ -142,4 +142,4 @@ class RetryPolicy:
         return retrying(one)
 
     def elapsed_note(self) -> str:
-        return f"within the {self.timeout:g} s --timeout ({self.tries} tries at most)"
+        return f"(a {self.timeout:g} s budget; --timeout SECONDS sets it)"

@@ -51,6 +51,18 @@ class _Progress:
             self.shown = False
 
 
+def _ui_url(ctx, param, value):
+    if value is None:
+        return None
+    from .adapters.base import SelectionError
+    from .adapters.mlflow import check_ui_url
+
+    try:
+        return check_ui_url(value)
+    except SelectionError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--mlflow-ui-url "), ctx, param) from None
+
+
 @click.command("scan", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--project", "--wandb-project", "wandb_project", metavar="ENTITY/PROJECT",
               help="W&B project to scan through the W&B API (WANDB_API_KEY; WANDB_BASE_URL for W&B Server).")
@@ -94,7 +106,7 @@ class _Progress:
 @click.option("--dry-run", is_flag=True, help="Report only: write no tags or artifacts, send no alerts.")
 @click.option("--alert-webhook", envvar="TRACKERHEALTH_ALERT_WEBHOOK", metavar="URL",
               help="Slack-compatible webhook for each newly critical finding (default: $TRACKERHEALTH_ALERT_WEBHOOK).")
-@click.option("--mlflow-ui-url", envvar="TRACKERHEALTH_MLFLOW_UI_URL", metavar="URL",
+@click.option("--mlflow-ui-url", envvar="TRACKERHEALTH_MLFLOW_UI_URL", metavar="URL", callback=_ui_url,
               help="MLflow UI to link to from alerts and reports, when --mlflow-uri is not the server itself.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: only when stderr is a terminal).")

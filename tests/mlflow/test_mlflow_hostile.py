@@ -105,7 +105,7 @@ def test_a_server_that_accepts_and_never_answers_is_named_within_the_timeout(cac
         hung.close()
     assert result.exit_code == 3, result.output
     assert f"MLflow server {url} did not answer" in result.stderr
-    assert "2 s --timeout" in result.stderr
+    assert "a 2 s budget; --timeout" in result.stderr
 
 
 @pytest.mark.parametrize("uri, said", [
@@ -173,3 +173,10 @@ def test_two_scans_at_once_send_one_alert_per_finding(mlflow_server, client, exp
     for rid in ids.values():
         alerted = client.get_run(rid).data.tags[mw.ALERTED]
         assert alerts.parse_ids(alerted) == {f for r, f in critical if r == rid}
+
+
+def test_a_javascript_ui_url_is_rejected_at_option_parsing():
+    result = scan_cli(["--mlflow-uri", "http://127.0.0.1:1", "-e", "x", "--mlflow-ui-url", "javascript:alert(1)"])
+    assert result.exit_code == 2
+    assert "--mlflow-ui-url" in result.stderr and "must be an http(s):// URL" in result.stderr
+    assert "did not answer" not in result.stderr  # rejected before anything was asked of the server

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...redaction import install_log_filter
 from ...schema import RunHistory
 from .._shared import default_cache_dir, parse_since
 from ..base import Fetched, RunSkipped
@@ -45,7 +46,7 @@ class MlflowAdapter:
         self.run_ids = list(run_ids)
         self.since_ms = parse_since(since)
         self.workers = max(1, int(workers))
-        self.ui_base = (ui_url.rstrip("/") if ui_url else None) or self.uri.ui_base
+        self.ui_base = _uri.check_ui_url(ui_url) or self.uri.ui_base
         root = default_cache_dir() if cache_dir is DEFAULT else cache_dir
         self.cache = HistoryCache(Path(root) if root is not None else None, self.uri.cache_key())
         self._retry = retry or RetryPolicy.from_env(timeout)
@@ -72,6 +73,7 @@ class MlflowAdapter:
             from mlflow.tracking import MlflowClient
 
             self._bound_client_retries()
+            install_log_filter()  # MlflowClient logs the URL it was given, credentials and all
 
             self._client = MlflowClient(tracking_uri=self.uri.mlflow_uri)
         return self._client

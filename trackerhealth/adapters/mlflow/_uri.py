@@ -157,6 +157,22 @@ def parse(uri: str | None) -> TrackingUri:
                          "postgresql://, mysql:// or a file-store folder")
 
 
+def check_ui_url(url: str | None) -> str | None:
+    """``--mlflow-ui-url``: only an http(s) URL with a host, since it becomes a link in alerts and
+    reports (a ``javascript:`` URL there would run in whoever clicks it)."""
+    if url is None or not url.strip():
+        return None
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise SelectionError(f"--mlflow-ui-url {redact_unparsable(url)!r} is not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise SelectionError(f"--mlflow-ui-url must be an http(s):// URL (e.g. http://mlflow.internal:5000), not "
+                             f"{redact_unparsable(url)[:80]!r}")
+    return url.rstrip("/")
+
+
 def allow_file_store() -> None:
     """MLflow 3 refuses to open file stores unless told; reading one is why we were pointed at it."""
     if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() not in ("true", "1"):

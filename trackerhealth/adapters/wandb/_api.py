@@ -194,7 +194,7 @@ class WandbApiAdapter:
         """The viewer query first (the SDK's own ``GetDefaultEntity``): it tells a W&B server that
         rejects the key from one that is down, and from something that is not W&B at all."""
         try:
-            entity = self.retrying(lambda: api.default_entity, f"asking {self.base_url} who this API key is")
+            entity = self.retrying(lambda: api.default_entity, "the viewer query (who this API key is)")
         except TrackerUnreachable:
             raise
         except Exception as exc:  # noqa: BLE001 - classified below by type and status
