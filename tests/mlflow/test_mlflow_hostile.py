@@ -180,3 +180,37 @@ def test_a_javascript_ui_url_is_rejected_at_option_parsing():
     assert result.exit_code == 2
     assert "--mlflow-ui-url" in result.stderr and "must be an http(s):// URL" in result.stderr
     assert "did not answer" not in result.stderr  # rejected before anything was asked of the server
+
+
+class WritesDropped(FaultProxy):
+    """Reads pass; every write (artifact upload, tag batch) loses its connection: a server that died
+    between the reads and the writes."""
+
+    def __init__(self, upstream: str):
+        super().__init__(upstream, share=0.0)
+        self.writes = 0
+
+    def _draw(self, requestline: str, body: bytes) -> str | None:
+        if "mlflow-artifacts" in requestline or "runs/log-batch" in requestline or "set-tag" in requestline:
+            with self._lock:
+                self.writes += 1
+            return "dropped"
+        return super()._draw(requestline, body)
+
+
+def test_a_server_dying_before_the_writes_ends_the_scan_as_unreachable(mlflow_server, client, experiment, cache_dir):
+    exp_id, exp_name = experiment
+    names = ["healthy_sgdr_wandb", "healthy_autoencoder_adam", "slow_unnormalized_features", NAN_RUN,
+             "healthy_step_decay_keras", "vanish_sigmoid20_gradients"]
+    for n in names:
+        log_history(client, exp_id, corpus_history(n), n)
+    with WritesDropped(mlflow_server.url) as proxy:
+        result = scan_cli(["--mlflow-uri", proxy.url, "-e", exp_name, "--format", "json", "--cache-dir",
+                           str(cache_dir), "--workers", "2"],
+                          env={**FAST, "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "0"})
+    assert result.exit_code == 3, result.output
+    assert "stopped answering writes" in result.stdout
+    doc = json.loads(result.stdout)
+    assert any("not scanned: the tracker stopped answering" in e["message"] for e in doc["errors"])
+    # Bounded: the runs in flight try their first write a few times; the rest are not attempted.
+    assert proxy.writes <= 2 * 3
