@@ -10,9 +10,10 @@ clear "unreachable" answer. Auth follows MLflow's own environment variables, so 
 * ``MLFLOW_TRACKING_INSECURE_TLS=true``, ``MLFLOW_TRACKING_SERVER_CERT_PATH``,
   ``MLFLOW_TRACKING_CLIENT_CERT_PATH``.
 
-Retries: 429, 5xx, timeouts, dropped connections and truncated bodies are retried with exponential
-backoff and jitter (``Retry-After`` is honoured); ``TRACKERHEALTH_HTTP_RETRIES`` and
-``TRACKERHEALTH_HTTP_BACKOFF`` (seconds) tune the budget.
+Retries follow the shared policy (:mod:`trackerhealth.retry`): 429, 5xx, timeouts, dropped
+connections and truncated bodies, with jitter and ``Retry-After``, within ``--timeout`` per request.
+Before anything else :meth:`RestClient.check_reachable` checks that an MLflow server answers
+(``/version``), so a wrong port or a login page is named as "not an MLflow server" (exit 3).
 """
 
 from __future__ import annotations
