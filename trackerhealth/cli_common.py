@@ -37,7 +37,9 @@ def wall_seconds() -> float | None:
 
 
 def die(message: str, code: int = exit_codes.USAGE) -> NoReturn:
-    click.echo(f"Error: {message}", err=True)
+    from .redaction import redact_secrets  # every message may quote a URL with its credentials
+
+    click.echo(f"Error: {redact_secrets(message)}", err=True)
     sys.exit(code)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 from .adapters.base import Adapter, RunSkipped, TrackedRun, TrackerUnreachable
 from .config import Config
 from .engine import analyze
+from .redaction import redact_secrets
 from .schema import CRITICAL, ERROR, OK, WARNING, HealthReport, RunRef
 from .writers.base import ALERT, RENDER, WRITE, WriteOutcome, Writer
 
@@ -288,7 +289,8 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
 
     done.sort(key=lambda r: r.index)
     reports = tuple(r.report for r in done if r.report is not None)
-    errors = tuple(ScanError(_source(r.ref), r.ref.id, kind, message) for r in done for kind, message in r.errors)
+    errors = tuple(ScanError(_source(r.ref), r.ref.id, kind, redact_secrets(message))
+                   for r in done for kind, message in r.errors)
     skipped = tuple(ScanSkip(_source(r.ref), r.ref.id, r.skipped) for r in done if r.skipped is not None)
     notes = _finish(adapter, writer, reports, errors, dry_run)
     return ScanResult(

@@ -55,6 +55,18 @@ class _Progress:
             self.shown = False
 
 
+def _ui_url(ctx, param, value):
+    if value is None:
+        return None
+    from .adapters.base import SelectionError
+    from .adapters.mlflow import check_ui_url
+
+    try:
+        return check_ui_url(value)
+    except SelectionError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--mlflow-ui-url "), ctx, param) from None
+
+
 @click.command("scan", context_settings=CONTEXT)
 @click.option("--project", "--wandb-project", "wandb_project", metavar="ENTITY/PROJECT",
               help="W&B project to scan through the W&B API (WANDB_API_KEY; WANDB_BASE_URL for W&B Server).")
@@ -85,6 +97,9 @@ class _Progress:
               help="Report format on stdout (the summary goes to stderr).")
 @fail_on_option
 @loss_key_option
+@click.option("--timeout", type=click.FloatRange(1, 3600), default=None, metavar="SECONDS",
+              help="Longest wait for one tracker request, retries included (default 30; $TRACKERHEALTH_TIMEOUT); "
+                   "a server that does not answer in time is named and the scan exits 3.")
 @click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
               help="Requests in flight (match the server's --workers).")
 @config_option
@@ -94,14 +109,14 @@ class _Progress:
 @click.option("--dry-run", is_flag=True, help="Report only: write no tags or artifacts, send no alerts.")
 @click.option("--alert-webhook", envvar="TRACKERHEALTH_ALERT_WEBHOOK", metavar="URL",
               help="Slack-compatible webhook for each newly critical finding (default: $TRACKERHEALTH_ALERT_WEBHOOK).")
-@click.option("--mlflow-ui-url", envvar="TRACKERHEALTH_MLFLOW_UI_URL", metavar="URL",
+@click.option("--mlflow-ui-url", envvar="TRACKERHEALTH_MLFLOW_UI_URL", metavar="URL", callback=_ui_url,
               help="MLflow UI to link to from alerts and reports, when --mlflow-uri is not the server itself.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: only when stderr is a terminal).")
 @click.option("--full", is_flag=True, help="In JSON, include ok, skipped and error findings too.")
 def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_ids, since, states, tags, all_runs,
          no_wandb_alerts, no_report, fmt, fail_on, loss_key, workers, config_path, cache_dir, no_cache, dry_run, alert_webhook,
-         mlflow_ui_url, progress, full) -> None:
+         mlflow_ui_url, progress, full, timeout) -> None:
     """Scan W&B or MLflow runs, write their health back onto each run, alert on new critical findings.
 
     W&B (--project ENTITY/PROJECT): each run gets tags health:ok or health:<diagnosis>, summary
@@ -143,13 +158,13 @@ def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_
 
     config = load_config(config_path, loss_key)
     try:
-        sender = WebhookSender.from_env(alert_webhook) if alert_webhook else None
+        sender = WebhookSender.from_env(alert_webhook, timeout) if alert_webhook else None
     except ValueError as exc:
         _die(f"{exc}; pass the webhook's full https:// URL to --alert-webhook", exit_codes.USAGE)
     show = progress if progress is not None else _isatty(sys.stderr)
     bar = _Progress(bool(show))
     common = {"fmt": fmt, "fail_on": fail_on, "workers": workers, "dry_run": dry_run, "full": full, "bar": bar,
-              "config": config}
+              "config": config, "timeout": timeout}
     if wandb_project and wandb_dirs:
         _die("pass either --project (the W&B API) or --wandb-dir (local folders), not both", exit_codes.USAGE)
     if (wandb_project or wandb_dirs) and (experiments or mlflow_ui_url):
@@ -172,7 +187,7 @@ def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_
 
 
 def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_dir, no_cache, sender, mlflow_ui_url,
-                 *, fmt, fail_on, workers, dry_run, full, bar, config) -> None:
+                 *, fmt, fail_on, workers, dry_run, full, bar, config, timeout) -> None:
     from .adapters.mlflow import (
         ApiError,
         MlflowAdapter,
@@ -187,7 +202,7 @@ def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_d
         adapter = MlflowAdapter(
             mlflow_uri, experiments=experiments, filter_string=filter_string, run_ids=run_ids, since=since,
             cache_dir=None if no_cache else (cache_dir if cache_dir is not None else _default()),
-            workers=workers, ui_url=mlflow_ui_url)
+            workers=workers, ui_url=mlflow_ui_url, timeout=timeout)
     except SelectionError as exc:
         _die(str(exc), exit_codes.USAGE)
 
@@ -212,7 +227,7 @@ def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_d
 
 
 def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_runs, notify, report, sender, cache_dir,
-                fmt, fail_on, workers, dry_run, full, bar, config) -> None:
+                fmt, fail_on, workers, dry_run, full, bar, config, timeout) -> None:
     from .adapters._shared import parse_since
     from .adapters.base import SelectionError, TrackerUnreachable
     from .adapters.wandb import WandbApiAdapter, WandbMissing
@@ -223,7 +238,7 @@ def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_run
     try:
         adapter = WandbApiAdapter(project, filters=filter_string, states=states, tags=tags, run_ids=run_ids,
                                   since_ms=parse_since(since), incremental=not all_runs, cache_dir=cache_dir,
-                                  workers=workers)
+                                  workers=workers, timeout=timeout)
         writer = writer_for(adapter, alert=sender, config=config, notify=notify, report=report)
         # The loop ends with the writer's project report and the adapter's scan_complete().
         result = run_scan(adapter, writer, config, workers=workers, dry_run=dry_run, progress=bar)
@@ -242,7 +257,7 @@ def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_run
     _finish(result, notes, fmt=fmt, fail_on=fail_on, full=full)
 
 
-def _scan_wandb_dirs(roots, *, fmt, fail_on, workers, dry_run, full, bar, config) -> None:
+def _scan_wandb_dirs(roots, *, fmt, fail_on, workers, dry_run, full, bar, config, timeout) -> None:
     from .adapters.wandb import WandbFolderAdapter, WandbFolderError, WandbMissing
     from .scan import scan as run_scan
 

@@ -3,6 +3,7 @@ and retried on the next scan when the webhook was down."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -35,6 +36,11 @@ def test_payload_is_slack_shaped_and_carries_the_facts():
     assert "team &lt;a&amp;b&gt;" in section  # mrkdwn-escaped
     assert "*Evidence*" in payload["blocks"][2]["text"]["text"]
     assert all(len(b.get("text", {}).get("text", "")) <= 3000 for b in payload["blocks"])
+    raw = corpus_history(NAN_RUN).with_ref(RunRef("mlflow", "p", "abc123", "<!channel> a&b"))
+    text = alerts.build_payload(dataclasses.replace(report, run=raw.ref), finding)["text"]
+    assert "&lt;!channel&gt; a&amp;b" in text and "<!channel>" not in text  # no @channel ping from a run name
+    assert payload["dedup_key"] == payload["trackerhealth"]["dedup_key"] == alerts.build_payload(report, finding)["dedup_key"]
+    assert alerts.build_payload(report, finding, episode="other")["dedup_key"] != payload["dedup_key"]
     facts = payload["trackerhealth"]
     assert facts["run"]["id"] == "abc123" and facts["finding"]["id"] == finding.id
     assert facts["finding"]["evidence"] and facts["status"] == "critical"
@@ -72,6 +78,7 @@ def test_a_finding_that_clears_and_returns_alerts_again(mlflow_server, client, e
         hook.fail_next = 100  # the webhook is down: nothing is recorded as alerted
         down = scan_cli(base + ["--alert-webhook", hook.url], env={"TRACKERHEALTH_HTTP_BACKOFF": "0.01"})
         assert down.exit_code == 2 and "will be retried on the next scan" in down.output
+        assert hook.attempts == len(critical)  # a 500 may have been taken: one POST each, not repeated
         assert "secret" not in down.output
         assert client.get_run(rid).data.tags[mw.ALERTED] == ""
         hook.fail_next = 0

@@ -137,7 +137,5 @@ def test_no_metrics_slash_keys_and_running_run(mlflow_server, client, experiment
 def test_retry_policy_from_env(monkeypatch):
     monkeypatch.setenv("TRACKERHEALTH_HTTP_RETRIES", "3")
     monkeypatch.setenv("TRACKERHEALTH_HTTP_BACKOFF", "0.25")
-    policy = RetryPolicy.from_env()
-    assert (policy.retries, policy.backoff) == (3, 0.25)
-    assert policy.delay(0, "2") == 2.0  # Retry-After wins
-    assert 0.125 <= policy.delay(0) <= 0.25 and policy.delay(10) <= policy.max_backoff
+    policy = RetryPolicy.from_env(timeout=12)
+    assert (policy.retries, policy.backoff, policy.timeout) == (3, 0.25, 12)

@@ -52,7 +52,7 @@ def test_a_slow_or_failing_webhook_never_reaches_the_training_loop(monkeypatch, 
             assert not hook.received and log.records[-1][0] == 1500
             hook.release()
             monitor.close(timeout=30)
-        assert len(hook.received) == 2  # one try and one retry, both answered 500
+        assert len(hook.received) == 1  # a POST answered 500 may have been taken: not repeated
     said = [r.getMessage() for r in caplog.records if "not delivered" in r.getMessage()]
     assert len(said) == 1 and "HTTP 500" in said[0], said
     assert "secret" not in caplog.text, "the webhook's secret path is never logged"

@@ -106,3 +106,22 @@ def test_what_the_sdk_sends_is_what_was_recorded_from_it(tmp_path, monkeypatch):
     assert {"Viewer", "Runs", "RunHistoryKeys", "RunParquetHistory", "HistoryPage", "RunFullHistory",
             "RunSampledHistory", "Run", "UpsertBucket", "NotifyScriptableRunAlert", "CreateRunFiles",
             "upsertView"} <= set(sent)
+
+
+def test_a_server_answering_503_to_the_viewer_query_is_unreachable_not_a_bad_key(project, wandb_env, tmp_path):
+    wandb_env.fail("GetDefaultEntity", status=503, times=1000)
+    try:
+        out = invoke(["--project", project, "--cache-dir", str(tmp_path), "--timeout", "3"],
+                     env={"TRACKERHEALTH_HTTP_RETRIES": "1", "TRACKERHEALTH_HTTP_BACKOFF": "0.01"})
+    finally:
+        wandb_env._faults.clear()
+    assert out.exit_code == 3, out.output
+    assert "did not accept the API key" not in out.stderr
+    assert f"W&B at {wandb_env.url} did not answer the viewer query" in out.stderr  # wandb-core retried the 503s
+
+
+def test_wandb_dir_without_runs_exits_2_naming_what_it_looked_for(tmp_path):
+    (tmp_path / "wandb" / "logs").mkdir(parents=True)
+    out = invoke(["--wandb-dir", str(tmp_path / "wandb")])
+    assert out.exit_code == 2
+    assert "no W&B runs here" in out.stderr and "run-<id>.wandb" in out.stderr

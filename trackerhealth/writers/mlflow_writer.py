@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import MappingProxyType
 
-from ..adapters.base import RunSkipped
+from ..adapters.base import RunSkipped, TrackerUnreachable
+from ..redaction import redact_secrets
 from ..schema import HealthReport, RunHistory
 from . import alerts as alerting
 from ._common import Dashboard, report_json
@@ -42,6 +43,7 @@ __all__ = [
     "STATUS",
     "MlflowWriteOutcome",
     "MlflowWriter",
+    "WriteFailed",
     "fit",
     "health_tags",
     "report_json",
@@ -77,6 +79,26 @@ def health_tags(report: HealthReport) -> dict[str, str]:
         FINDINGS: fit(",".join(f.id for f in report.problems)),
         SCORE: "" if report.score is None else f"{report.score:.0f}",
     }
+
+
+class WriteFailed(Exception):
+    """MLflow did not take a write; the message is MLflow's, with credentials redacted."""
+
+
+def _caused_by_connection(exc: BaseException) -> bool:
+    """Whether a failure was the transport (refused, reset, timed out), by the exceptions' types:
+    MlflowClient chains the ``requests`` error it got (implicitly, without ``from``)."""
+    import requests
+
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if isinstance(seen, (requests.ConnectionError, requests.Timeout)) and \
+                not isinstance(seen, requests.exceptions.RetryError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+        if seen is None:
+            return False
+    return False
 
 
 def utc_stamp() -> str:
@@ -140,16 +162,21 @@ class MlflowWriter(Writer):
         wanted = {**health_tags(report), DIGEST: digest}
 
         if self.alert is not None:
+            claim = alerting.TrackerClaim(lambda: self._guarded(run_id, lambda: self.client.get_run(run_id))
+                                          .data.tags.get(ALERTED),
+                                          lambda value: self._guarded(run_id, lambda: self.client.set_tag(
+                                              run_id, ALERTED, fit(value))), settle=alerting.claim_settle())
+
             def send(finding) -> bool:
                 try:
-                    self.alert.deliver(report, finding)
+                    self.alert.deliver(report, finding, episode=claim.token)
                 except AlertError as exc:
-                    outcome.problems.append(WriteProblem(ALERT, f"alert for {finding.id}: {exc}"))
+                    outcome.problems.append(WriteProblem(ALERT, redact_secrets(f"alert for {finding.id}: {exc}")))
                     return False  # not recorded as alerted: the next scan tries again
                 return True
 
-            outcome.alerts_sent, still = alerting.deliver(report, alerting.parse_ids(current.get(ALERTED)),
-                                                          dry_run, send)
+            outcome.alerts_sent, still = alerting.deliver(report, alerting.parse_entries(current.get(ALERTED)),
+                                                          dry_run, send, claim)
             wanted[ALERTED] = fit(alerting.format_ids(still))
 
         outcome.tags = {k: v for k, v in wanted.items() if current.get(k) != v}
@@ -162,24 +189,38 @@ class MlflowWriter(Writer):
         if dry_run:
             return outcome.outcome()
 
-        try:
-            if upload:
-                self.client.log_text(run_id, body, REPORT_ARTIFACT)
-                if self._dashboard.available:
-                    try:
-                        html = self._dashboard.render(history, report, self.config)
-                    except Exception as exc:  # noqa: BLE001 - a dashboard bug must not cost the tags
-                        outcome.problems.append(WriteProblem(RENDER, f"dashboard: {type(exc).__name__}: {exc}"))
-                        outcome.artifacts.remove(DASHBOARD_ARTIFACT)
-                        outcome.tags.pop(DIGEST, None)  # retry the upload next scan
-                    else:
-                        self.client.log_text(run_id, html, DASHBOARD_ARTIFACT)
-            # Tags last: the digest claims uploads that really happened.
-            self.client.log_batch(run_id, tags=[self._tag(k, v) for k, v in outcome.tags.items()])
-        except self._exc:
-            self._raise_if_gone(run_id)
-            raise
+        self._guarded(run_id, lambda: self._upload_and_tag(run_id, report, history, body, upload, outcome))
         return outcome.outcome()
+
+    def _upload_and_tag(self, run_id, report, history, body, upload, outcome) -> None:
+        if upload:
+            self.client.log_text(run_id, body, REPORT_ARTIFACT)
+            if self._dashboard.available:
+                try:
+                    html = self._dashboard.render(history, report, self.config)
+                except Exception as exc:  # noqa: BLE001 - a dashboard bug must not cost the tags
+                    outcome.problems.append(WriteProblem(RENDER, redact_secrets(f"dashboard: {type(exc).__name__}: {exc}")))
+                    outcome.artifacts.remove(DASHBOARD_ARTIFACT)
+                    outcome.tags.pop(DIGEST, None)  # retry the upload next scan
+                else:
+                    self.client.log_text(run_id, html, DASHBOARD_ARTIFACT)
+        # Tags last: the digest claims uploads that really happened.
+        self.client.log_batch(run_id, tags=[self._tag(k, v) for k, v in outcome.tags.items()])
+
+    def _guarded(self, run_id: str, call):
+        """``call()`` with MlflowClient's failures made ours: a run deleted meanwhile is skipped, a
+        server that stopped answering is TrackerUnreachable, anything else a WriteFailed — each
+        with the credentials MlflowClient quotes (it names the URL it was given) redacted."""
+        try:
+            return call()
+        except (RunSkipped, TrackerUnreachable):
+            raise
+        except Exception as exc:  # noqa: BLE001 - MlflowClient and its artifact stores raise many kinds
+            text = redact_secrets(str(exc) if isinstance(exc, self._exc) else f"{type(exc).__name__}: {exc}")
+            if _caused_by_connection(exc):
+                raise TrackerUnreachable(f"the MLflow server stopped answering writes: {text}") from None
+            self._raise_if_gone(run_id)
+            raise WriteFailed(text) from None
 
     def _raise_if_gone(self, run_id: str) -> None:
         try:

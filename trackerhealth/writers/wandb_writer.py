@@ -213,9 +213,12 @@ class WandbWriter(Writer):
         body = report_json(report)
         digest = self._dashboard.digest(body)
         wanted = {**health_summary(report), DIGEST: digest}
-        already = alerting.parse_ids(summary.get(ALERTED) if isinstance(summary.get(ALERTED), str) else "")
+        already = alerting.parse_entries(summary.get(ALERTED) if isinstance(summary.get(ALERTED), str) else "")
+        claim = alerting.TrackerClaim(lambda: self._alerted_now(run_id), lambda value: self._claim(run_id, value),
+                                      settle=alerting.claim_settle())
         outcome.alerts_sent, still = alerting.deliver(report, already, dry_run,
-                                                      lambda finding: self._alert(report, finding, outcome))
+                                                      lambda finding: self._alert(report, finding, outcome,
+                                                                                  claim.token), claim)
         wanted[ALERTED] = alerting.format_ids(still)
         ours = {k for k in summary if k.startswith(PREFIX)}
         outcome.summary = {k: v for k, v in wanted.items() if summary.get(k) != v}
@@ -246,6 +249,21 @@ class WandbWriter(Writer):
                           f"writing {run_id}'s summary")
         return outcome.outcome()
 
+    def _alerted_now(self, run_id: str) -> str:
+        from ..adapters.wandb import summary_of
+
+        value = summary_of(self._fresh(run_id)).get(ALERTED)
+        return value if isinstance(value, str) else ""
+
+    def _claim(self, run_id: str, value: str) -> None:
+        """Write only ``trackerhealth/alerted`` into the summary as the server has it now."""
+        from ..adapters.wandb import graphql, summary_of
+
+        fresh = self._fresh(run_id)
+        body = json.dumps({**summary_of(fresh), ALERTED: value})
+        self.retrying(lambda: graphql(self.target.api, WRITE_SUMMARY, {"id": fresh.storage_id, "summaryMetrics": body}),
+                      f"claiming {run_id}'s alerts")
+
     def _roles(self, history: RunHistory) -> dict:
         from ..roles import resolve
 
@@ -269,12 +287,13 @@ class WandbWriter(Writer):
                 raise RunSkipped("deleted during the scan") from None
             raise
 
-    def _alert(self, report: HealthReport, finding, outcome: _Draft) -> bool:
-        """Send one alert to every sink; True when at least one took it."""
+    def _alert(self, report: HealthReport, finding, outcome: _Draft, episode: str = "") -> bool:
+        """Send one alert to every sink; True when at least one took it. ``episode`` is this scan's
+        claim token: the payload's de-duplication key."""
         delivered = False
         for sink in self.alerts:
             try:
-                sink.deliver(report, finding)
+                sink.deliver(report, finding, episode=episode)
                 delivered = True
             except AlertError as exc:
                 outcome.problems.append(WriteProblem(ALERT, f"alert for {finding.id} via {sink.label}: {exc}"))

@@ -23,7 +23,7 @@ from ._errors import (
 )
 from ._http import RetryPolicy
 from ._runs import MlflowRun
-from ._uri import TrackingUri
+from ._uri import TrackingUri, check_ui_url
 from ._uri import parse as parse_uri
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "SelectionError",
     "TrackerUnreachable",
     "TrackingUri",
+    "check_ui_url",
     "default_cache_dir",
     "parse_since",
     "parse_uri",

@@ -6,12 +6,14 @@ stores); writes always go through ``MlflowClient`` (see :mod:`trackerhealth.writ
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
+from ...redaction import install_log_filter
 from ...schema import RunHistory
 from .._shared import default_cache_dir, parse_since
 from ..base import Adapter, Fetched, RunSkipped
@@ -40,17 +42,17 @@ class MlflowAdapter(Adapter):
 
     def __init__(self, uri: str | None, *, experiments: Iterable[str] = (), filter_string: str | None = None,
                  run_ids: Iterable[str] = (), since: str | None = None, cache_dir=DEFAULT, workers: int = 4,
-                 ui_url: str | None = None, retry: RetryPolicy | None = None):
+                 ui_url: str | None = None, retry: RetryPolicy | None = None, timeout: float | None = None):
         self.uri = _uri.parse(uri)
         self.experiments = list(experiments)
         self.filter_string = filter_string
         self.run_ids = list(run_ids)
         self.since_ms = parse_since(since)
         self.workers = max(1, int(workers))
-        self.ui_base = (ui_url.rstrip("/") if ui_url else None) or self.uri.ui_base
+        self.ui_base = _uri.check_ui_url(ui_url) or self.uri.ui_base
         root = default_cache_dir() if cache_dir is DEFAULT else cache_dir
         self.cache = HistoryCache(Path(root) if root is not None else None, self.uri.cache_key())
-        self._retry = retry
+        self._retry = retry or RetryPolicy.from_env(timeout)
         self._rest: RestClient | None = None
         self._client = None
         self._fetcher = None
@@ -73,8 +75,20 @@ class MlflowAdapter(Adapter):
             import_mlflow()
             from mlflow.tracking import MlflowClient
 
+            self._bound_client_retries()
+            install_log_filter()  # MlflowClient logs the URL it was given, credentials and all
+
             self._client = MlflowClient(tracking_uri=self.uri.mlflow_uri)
         return self._client
+
+    def _bound_client_retries(self) -> None:
+        """MlflowClient (the writes) retries with urllib3 on its own: 7 retries, factor 2, 120 s
+        timeouts by default, which kept a scan 250-500 s on a dead server. It has no per-client
+        setting, only MLflow's environment variables; a value the user set stays."""
+        policy = self._retry
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(min(policy.retries, 2)))
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, int(policy.timeout))))
 
     def _make_fetcher(self):
         if self.uri.kind == _uri.HTTP:
@@ -88,7 +102,7 @@ class MlflowAdapter(Adapter):
     def check(self) -> None:
         """Raise TrackerUnreachable (with how to check it) when the store does not answer."""
         if self.uri.kind == _uri.HTTP:
-            self.rest.check_reachable()
+            self.server_version = self.rest.check_reachable()
 
     # -- the adapter interface --------------------------------------------------------------
     def list_runs(self) -> list[MlflowRun]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..base import RunSkipped, SelectionError, TrackerUnreachable
 
-__all__ = ["ApiError", "MlflowMissing", "RunSkipped", "SelectionError", "TrackerUnreachable", "import_mlflow"]
+__all__ = ["ApiError", "MalformedAnswer", "MlflowMissing", "RunSkipped", "SelectionError", "TrackerUnreachable", "import_mlflow"]
 
 INSTALL_HINT = "pip install 'trackerhealth[mlflow]'"
 
@@ -26,6 +26,14 @@ class ApiError(Exception):
     @property
     def not_found(self) -> bool:
         return self.error_code == "RESOURCE_DOES_NOT_EXIST" or self.status == 404
+
+
+class MalformedAnswer(TrackerUnreachable):
+    """The server answered, but not with what MLflow's API answers: a broken server or proxy (exit 3)."""
+
+    def __init__(self, detail: str):
+        super().__init__(f"the MLflow server answered malformed JSON: {detail}; check --mlflow-uri, and the server "
+                         "or proxy in front of it")
 
 
 def import_mlflow():

@@ -10,52 +10,35 @@ clear "unreachable" answer. Auth follows MLflow's own environment variables, so 
 * ``MLFLOW_TRACKING_INSECURE_TLS=true``, ``MLFLOW_TRACKING_SERVER_CERT_PATH``,
   ``MLFLOW_TRACKING_CLIENT_CERT_PATH``.
 
-Retries: 429, 5xx, timeouts, dropped connections and truncated bodies are retried with exponential
-backoff and jitter (``Retry-After`` is honoured); ``TRACKERHEALTH_HTTP_RETRIES`` and
-``TRACKERHEALTH_HTTP_BACKOFF`` (seconds) tune the budget.
+Retries follow the shared policy (:mod:`trackerhealth.retry`): 429, 5xx, timeouts, dropped
+connections and truncated bodies, with jitter and ``Retry-After``, within ``--timeout`` per request.
+Before anything else :meth:`RestClient.check_reachable` checks that an MLflow server answers
+(``/version``), so a wrong port or a login page is named as "not an MLflow server" (exit 3).
 """
 
 from __future__ import annotations
 
 import os
-import random
+import re
 import threading
-import time
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ... import retry as _retry
+from ...redaction import redact_secrets
 from ._errors import ApiError, TrackerUnreachable, import_requests
 
-RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+# Old name, kept for callers that imported it from here.
+RetryPolicy = _retry.RetryPolicy
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([.+-]?[A-Za-z0-9.+-]*)$")
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    retries: int = 5
-    backoff: float = 0.5  # seconds before the second try; doubles each time
-    max_backoff: float = 10.0
-    connect_timeout: float = 10.0
-    read_timeout: float = 120.0
+class _BadBody(Exception):
+    """A 2xx answer whose body is not complete JSON (a connection cut mid-body): retried."""
 
-    @classmethod
-    def from_env(cls) -> RetryPolicy:
-        base = cls()
-        retries = os.environ.get("TRACKERHEALTH_HTTP_RETRIES")
-        backoff = os.environ.get("TRACKERHEALTH_HTTP_BACKOFF")
-        return cls(
-            retries=int(retries) if retries else base.retries,
-            backoff=float(backoff) if backoff else base.backoff,
-        )
 
-    def delay(self, attempt: int, retry_after: str | None = None) -> float:
-        if retry_after:
-            try:
-                return min(float(retry_after), 30.0)
-            except ValueError:
-                pass  # an HTTP date: fall back to our own backoff
-        # Full jitter keeps many scan threads from retrying in lock-step against a busy server.
-        return random.uniform(0.5, 1.0) * min(self.max_backoff, self.backoff * 2**attempt)
+class NotMlflowServer(TrackerUnreachable):
+    """Something answered at the URI, but it is not an MLflow tracking server."""
 
 
 def _truthy(name: str) -> bool:
@@ -112,46 +95,42 @@ class RestClient:
         ApiError / TrackerUnreachable."""
         policy = retry or self.retry
         url = self.base + path
-        exc_types = (
-            self._requests.ConnectionError,
-            self._requests.Timeout,
-            self._requests.exceptions.ChunkedEncodingError,
-            self._requests.exceptions.ContentDecodingError,
-        )
-        last_problem = ""
-        transport_only = True
-        for attempt in range(policy.retries + 1):
-            retry_after = None
-            self._count(attempt > 0)
+        r = self._requests
+        transport = (r.ConnectionError, r.Timeout, r.exceptions.ChunkedEncodingError,
+                     r.exceptions.ContentDecodingError, _BadBody)
+        tries = 0
+
+        def attempt(left: float) -> Any:
+            nonlocal tries
+            tries += 1
+            self._count(tries > 1)
+            resp = self.session.request(method, url, params=params, json=json,
+                                        timeout=(min(policy.connect_timeout, left), left))
+            if resp.status_code in _retry.RETRY_STATUS:
+                raise _retry.RetryableAnswer(resp.status_code, _retry.parse_retry_after(resp.headers.get("Retry-After")))
+            if resp.status_code >= 400:
+                raise _api_error(resp, what)
+            if raw:
+                return resp
             try:
-                resp = self.session.request(method, url, params=params, json=json,
-                                            timeout=(policy.connect_timeout, policy.read_timeout))
-            except exc_types as exc:
-                last_problem = f"{type(exc).__name__}: {exc}"
-            else:
-                if resp.status_code in RETRY_STATUS:
-                    transport_only = False
-                    last_problem = f"HTTP {resp.status_code}"
-                    retry_after = resp.headers.get("Retry-After")
-                elif resp.status_code >= 400:
-                    raise _api_error(resp, what)
-                elif raw:
-                    return resp.text
-                else:
-                    try:
-                        return resp.json()
-                    except ValueError:  # a body cut short by a dropped connection
-                        transport_only = False
-                        last_problem = "truncated or invalid JSON body"
-            if attempt < policy.retries:
-                time.sleep(policy.delay(attempt, retry_after))
-        tries = policy.retries + 1
-        if transport_only:
+                return resp.json()
+            except ValueError:
+                if _looks_like_html(resp):  # a login page or another service answering 200
+                    raise NotMlflowServer(self._not_mlflow(resp)) from None
+                raise _BadBody("truncated or invalid JSON body") from None
+
+        try:
+            return policy.call(attempt, lambda exc: isinstance(exc, transport))
+        except _retry.RetryableAnswer as exc:
+            raise ApiError(exc.status, "", f"HTTP {exc.status} after {tries} tries; the server is overloaded or "
+                                           "failing (raise TRACKERHEALTH_HTTP_RETRIES or --timeout, or lower --workers)",
+                           what) from None
+        except transport as exc:
+            problem = redact_secrets(f"{type(exc).__name__}: {exc}")
             raise TrackerUnreachable(
-                f"MLflow server {self.base} did not answer ({last_problem}) after {tries} tries{' ' + what if what else ''}; "
-                f"check that it is up with `curl {self.base}/health` and that --mlflow-uri / MLFLOW_TRACKING_URI is right")
-        raise ApiError(0, "", f"{last_problem} after {tries} tries; the server is overloaded or failing "
-                              "(raise TRACKERHEALTH_HTTP_RETRIES, or lower --workers)", what)
+                f"MLflow server {self.base} did not answer ({problem}) after {tries} tries "
+                f"{policy.elapsed_note()}{' ' + what if what else ''}; check that it is up with "
+                f"`curl {self.base}/health` and that --mlflow-uri / MLFLOW_TRACKING_URI is right") from None
 
     def get(self, path: str, params: Any = None, what: str = "") -> dict:
         return self.request("GET", path, params=params, what=what)
@@ -159,13 +138,45 @@ class RestClient:
     def post(self, path: str, body: Any, what: str = "") -> dict:
         return self.request("POST", path, json=body, what=what)
 
-    def check_reachable(self) -> None:
-        """Fail fast (a few seconds, not minutes) when nothing answers at the URI."""
-        quick = RetryPolicy(retries=2, backoff=0.5, connect_timeout=5.0, read_timeout=30.0)
+    def check_reachable(self) -> str:
+        """Fail fast when nothing answers, and when what answers is not MLflow; returns the version.
+
+        MLflow servers answer ``GET /version`` with their version as plain text. A gateway may hide
+        it (404/405): then an experiments search must answer with MLflow's JSON shape.
+        """
+        quick = self.retry.with_(timeout=min(self.retry.timeout, 10.0), retries=min(self.retry.retries, 3))
         try:
-            self.request("GET", "/health", retry=quick, what="to GET /health", raw=True)
-        except ApiError:
-            pass  # something answered (a proxy may hide /health): reachable is all we ask here
+            resp = self.request("GET", "/version", retry=quick, what="to GET /version", raw=True)
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                raise
+            if exc.status not in (404, 405):
+                raise NotMlflowServer(f"this is not an MLflow server: {self.base}/version answered {exc}") from None
+        else:
+            text = resp.text.strip()
+            if _VERSION.match(text[:40]) and len(text) < 40:
+                return text
+            raise NotMlflowServer(self._not_mlflow(resp))
+        try:
+            body = self.request("POST", "/api/2.0/mlflow/experiments/search", json={"max_results": 1}, retry=quick,
+                                what="searching experiments")
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                raise
+            raise NotMlflowServer(f"this is not an MLflow server: {self.base} has no /version and answered the "
+                                  f"experiments search with {exc} (no 'experiments' list); check --mlflow-uri "
+                                  "(host, port and path)") from None
+        if not isinstance(body, dict) or not isinstance(body.get("experiments"), list):
+            raise NotMlflowServer(f"this is not an MLflow server: {self.base} answered the experiments search with "
+                                  f"{_show(str(body))} (no 'experiments' list); check --mlflow-uri (host and port)")
+        return ""
+
+    def _not_mlflow(self, resp) -> str:
+        kind = resp.headers.get("Content-Type", "no content type").split(";")[0]
+        title = re.search(r"<title[^>]*>(.*?)</title>", resp.text[:5000], re.I | re.S)
+        shown = title.group(1).strip() if title else resp.text.strip()
+        return (f"this is not an MLflow server: {resp.url.split('?')[0] if resp.url else self.base} answered "
+                f"HTTP {resp.status_code} {kind} {_show(shown)!r}; check --mlflow-uri (host, port and path)")
 
     def close(self) -> None:
         self.session.close()
@@ -174,10 +185,23 @@ class RestClient:
 def _api_error(resp, what: str) -> ApiError:
     try:
         body = resp.json()
-        code, message = body.get("error_code", ""), body.get("message", "") or resp.text[:300]
     except ValueError:
+        body = None
+    if isinstance(body, dict):
+        code, message = str(body.get("error_code", "")), str(body.get("message", "") or resp.text[:300])
+    else:
         code, message = "", resp.text[:300].strip() or resp.reason
+    message = redact_secrets(message)
     if resp.status_code in (401, 403):
         message += (" — set MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, "
                     "to credentials that may read (and, unless --dry-run, write) these runs")
     return ApiError(resp.status_code, code, message, what)
+
+
+def _looks_like_html(resp) -> bool:
+    return "html" in resp.headers.get("Content-Type", "").lower() or resp.text.lstrip()[:1] == "<"
+
+
+def _show(text: str, limit: int = 80) -> str:
+    text = " ".join(redact_secrets(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ...schema import RunRef
-from ._errors import ApiError, SelectionError
+from ._errors import ApiError, MalformedAnswer, SelectionError
 
 PAGE = 1000
 _FILTER_HELP = ("see https://mlflow.org/docs/latest/ml/search/search-runs/ — MLflow rejects OR and "
@@ -44,16 +44,38 @@ class MlflowRun:
         return self.ref.id
 
 
+def _entries(data: dict, name: str) -> list[dict]:
+    """A run document's tags/params/metrics; entries without a key are not data we can use."""
+    items = data.get(name, [])
+    if not isinstance(items, list):
+        raise MalformedAnswer(f"the server's run document has {name!r} = {str(items)[:80]!r}, not a list")
+    return [e for e in items if isinstance(e, dict) and isinstance(e.get("key"), str)]
+
+
+def _int(value, what: str) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise MalformedAnswer(f"the server's run document has {what} = {str(value)[:40]!r}, not a number") from None
+
+
 def parse_run(doc: dict, experiment_names: dict[str, str], ui_base: str | None) -> MlflowRun:
-    info, data = doc.get("info", {}), doc.get("data", {})
+    """One run document (REST JSON); raises MalformedAnswer when it is not one."""
+    info = doc.get("info") if isinstance(doc, dict) else None
+    data = doc.get("data", {}) if isinstance(doc, dict) else None
+    if not isinstance(info, dict) or not isinstance(data, dict):
+        raise MalformedAnswer(f"a run document without 'info' and 'data' objects: {str(doc)[:120]!r}")
     run_id = info.get("run_id") or info.get("run_uuid")
+    if not isinstance(run_id, str) or not run_id:
+        raise MalformedAnswer(f"a run document without a run id: {str(info)[:120]!r}")
     exp_id = str(info.get("experiment_id", ""))
-    tags = {t["key"]: t.get("value", "") for t in data.get("tags", [])}
-    params = {p["key"]: p.get("value", "") for p in data.get("params", [])}
-    latest = {m["key"]: (int(m.get("step", 0)), int(m.get("timestamp", 0))) for m in data.get("metrics", [])}
-    start, end = info.get("start_time"), info.get("end_time")
-    start = int(start) if start not in (None, "") else None
-    end = int(end) if end not in (None, "") else None
+    tags = {t["key"]: str(t.get("value", "")) for t in _entries(data, "tags")}
+    params = {p["key"]: str(p.get("value", "")) for p in _entries(data, "params")}
+    latest = {m["key"]: (_int(m.get("step", 0), "a metric step") or 0, _int(m.get("timestamp", 0), "a timestamp") or 0)
+              for m in _entries(data, "metrics")}
+    start, end = _int(info.get("start_time"), "start_time"), _int(info.get("end_time"), "end_time")
     status = info.get("status", "")
     url = f"{ui_base}/#/experiments/{exp_id}/runs/{run_id}" if ui_base else None
     ref = RunRef(
@@ -89,24 +111,24 @@ class RestLister:
     def experiment(self, ident: str) -> tuple[str, str] | None:
         if ident.isdigit():
             try:
-                exp = self.rest.get("/api/2.0/mlflow/experiments/get", {"experiment_id": ident},
-                                    what=f"getting experiment {ident}")["experiment"]
-                return str(exp["experiment_id"]), exp["name"]
+                body = self.rest.get("/api/2.0/mlflow/experiments/get", {"experiment_id": ident},
+                                     what=f"getting experiment {ident}")
+                return _experiment(body, f"getting experiment {ident}")
             except ApiError as exc:
                 if not exc.not_found:
                     raise
         try:
-            exp = self.rest.get("/api/2.0/mlflow/experiments/get-by-name", {"experiment_name": ident},
-                                what=f"getting experiment {ident!r}")["experiment"]
+            body = self.rest.get("/api/2.0/mlflow/experiments/get-by-name", {"experiment_name": ident},
+                                 what=f"getting experiment {ident!r}")
         except ApiError as exc:
             if exc.not_found:
                 return None
             raise
-        return str(exp["experiment_id"]), exp["name"]
+        return _experiment(body, f"getting experiment {ident!r}")
 
     def experiment_names(self, limit: int = 50) -> list[str]:
         body = self.rest.post("/api/2.0/mlflow/experiments/search", {"max_results": limit}, what="listing experiments")
-        return [e["name"] for e in body.get("experiments", [])]
+        return [e["name"] for e in body.get("experiments", []) if isinstance(e, dict) and "name" in e]
 
     def search(self, experiment_ids: list[str], filter_string: str) -> Iterator[dict]:
         token = None
@@ -116,6 +138,8 @@ class RestLister:
             if token:
                 body["page_token"] = token
             page = self.rest.post("/api/2.0/mlflow/runs/search", body, what="searching runs")
+            if not isinstance(page, dict) or not isinstance(page.get("runs", []), list):
+                raise MalformedAnswer(f"searching runs answered {str(page)[:120]!r}, not MLflow's {{\"runs\": [...]}}")
             yield from page.get("runs", [])
             token = page.get("next_page_token")
             if not token:
@@ -123,11 +147,21 @@ class RestLister:
 
     def get_run(self, run_id: str) -> dict | None:
         try:
-            return self.rest.get("/api/2.0/mlflow/runs/get", {"run_id": run_id}, what=f"getting run {run_id}")["run"]
+            body = self.rest.get("/api/2.0/mlflow/runs/get", {"run_id": run_id}, what=f"getting run {run_id}")
         except ApiError as exc:
             if exc.not_found:
                 return None
             raise
+        if not isinstance(body, dict) or not isinstance(body.get("run"), dict):
+            raise MalformedAnswer(f"getting run {run_id} answered {str(body)[:120]!r}, without a 'run' object")
+        return body["run"]
+
+
+def _experiment(body, what: str) -> tuple[str, str]:
+    exp = body.get("experiment") if isinstance(body, dict) else None
+    if not isinstance(exp, dict) or "experiment_id" not in exp or "name" not in exp:
+        raise MalformedAnswer(f"{what} answered {str(body)[:120]!r}, without MLflow's experiment object")
+    return str(exp["experiment_id"]), str(exp["name"])
 
 
 class ClientLister:

@@ -81,8 +81,26 @@ class TrackingUri:
         return f"{re.sub(r'[^A-Za-z0-9._-]+', '_', label)[:40]}-{digest}"
 
 
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return False
+    return head == b"SQLite format 3\x00" or head == b""  # an empty file is a new, empty database
+
+
+def redact_unparsable(uri: str) -> str:
+    """``uri`` without its userinfo, for a URL too broken for urlsplit."""
+    return re.sub(r"(://)[^/@]*@", r"\1***@", uri)
+
+
 def redact(uri: str) -> str:
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018
+    except ValueError:
+        return redact_unparsable(uri)
     if parts.password is None and parts.username is None:
         return uri
     host = parts.hostname or ""
@@ -105,6 +123,14 @@ def parse(uri: str | None) -> TrackingUri:
     if uri.lower() in _UNSUPPORTED:  # MLflow spells the Databricks store as a bare word
         base = uri.lower()
     if base in ("http", "https"):
+        try:
+            parts = urlsplit(uri)
+            parts.port  # noqa: B018 - raises on a port out of range or not a number
+        except ValueError as exc:
+            raise SelectionError(f"--mlflow-uri {redact_unparsable(uri)!r} is not a valid URL ({exc}); expected "
+                                 "http(s)://host:port, e.g. http://127.0.0.1:5000 or http://[::1]:5000") from None
+        if not parts.hostname:
+            raise SelectionError(f"--mlflow-uri {redact_unparsable(uri)!r} names no host; expected http(s)://host:port")
         return TrackingUri(uri.rstrip("/"), HTTP)
     if base in _DB_SCHEMES:
         dialect = "postgresql" if base == "postgres" else base
@@ -113,6 +139,9 @@ def parse(uri: str | None) -> TrackingUri:
         if dialect == "sqlite" and (path is None or not path.is_file()):
             raise SelectionError(f"no MLflow database at {path or uri}: check --mlflow-uri (an absolute path needs four "
                                  "slashes: sqlite:////abs/path/mlflow.db)")
+        if dialect == "sqlite" and not _is_sqlite(path):
+            raise SelectionError(f"{path} is not a SQLite database (its first bytes are not SQLite's header); "
+                                 "check --mlflow-uri: it must name the server's backend store (mlflow.db)")
         return found
     if base in _UNSUPPORTED:
         raise SelectionError(f"{base} tracking URIs are not supported yet: scan the workspace's MLflow REST endpoint "
@@ -126,6 +155,22 @@ def parse(uri: str | None) -> TrackingUri:
         return found
     raise SelectionError(f"unsupported tracking URI scheme {scheme!r} in {redact(uri)}: use http(s)://, sqlite:///, "
                          "postgresql://, mysql:// or a file-store folder")
+
+
+def check_ui_url(url: str | None) -> str | None:
+    """``--mlflow-ui-url``: only an http(s) URL with a host, since it becomes a link in alerts and
+    reports (a ``javascript:`` URL there would run in whoever clicks it)."""
+    if url is None or not url.strip():
+        return None
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise SelectionError(f"--mlflow-ui-url {redact_unparsable(url)!r} is not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise SelectionError(f"--mlflow-ui-url must be an http(s):// URL (e.g. http://mlflow.internal:5000), not "
+                             f"{redact_unparsable(url)[:80]!r}")
+    return url.rstrip("/")
 
 
 def allow_file_store() -> None:

@@ -16,8 +16,10 @@ Everything goes through the ``wandb`` SDK's public API (``wandb.Api``; ``WANDB_A
 * system metrics: ``run.history(stream="system", samples=…)``.
 
 wandb-core retries 429 and 5xx answers itself (honouring ``Retry-After``); a request that still
-fails, or that the SDK gives up waiting for, is retried here with backoff before the run is
-reported as failed. Runs are fetched in parallel by the scan loop (``parallel_runs`` at a time).
+fails, or that the SDK gives up waiting for, is retried here under the shared policy
+(:mod:`trackerhealth.retry`: "transient" by exception type and HTTP status, within ``--timeout``)
+before the run is reported as failed. The key and the server are checked first, with the viewer
+query the SDK itself sends (``GetDefaultEntity``). Runs are fetched in parallel by the scan loop (``parallel_runs`` at a time).
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ import json
 import os
 import socket
 import threading
-import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
+from ...redaction import redact_secrets
+from ...retry import RETRY_STATUS, RetryPolicy
 from ...schema import RunHistory, RunRef
 from .._shared import default_cache_dir
 from ..base import Adapter, Fetched, RunSkipped, SelectionError, TrackerUnreachable
@@ -125,8 +128,8 @@ class WandbApiAdapter(Adapter):
 
     def __init__(self, path: str, *, filters: str | dict | None = None, states: Iterable[str] = (),
                  tags: Iterable[str] = (), run_ids: Iterable[str] = (), since_ms: int | None = None,
-                 incremental: bool = True, cache_dir=DEFAULT, workers: int = 4, timeout: int = 60,
-                 retries: int = 3, base_url: str | None = None):
+                 incremental: bool = True, cache_dir=DEFAULT, workers: int = 4, timeout: float | None = None,
+                 retries: int | None = None, base_url: str | None = None):
         self.entity, self.project = split_path(path)
         self.user_filter = parse_filter(filters)
         self.states = [s.lower() for s in states]
@@ -139,8 +142,10 @@ class WandbApiAdapter(Adapter):
         self.incremental = incremental
         self.workers = max(1, int(workers))
         self.parallel_runs = self.workers  # runs fetched at once by the scan loop
-        self.timeout = timeout
-        self.retries = retries
+        policy = RetryPolicy.from_env(timeout)
+        # The SDK already retries inside each call, so ours are few: the budget is what bounds the wait.
+        self.policy = policy.with_(retries=min(policy.retries, 3) if retries is None else retries, backoff=2.0)
+        self.timeout = self.policy.timeout
         self.base_url = (base_url or os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self._cache_root = default_cache_dir() if cache_dir is DEFAULT else cache_dir
         self.cache: ApiHistoryCache | None = None
@@ -166,18 +171,47 @@ class WandbApiAdapter(Adapter):
         wandb = import_wandb()
         self.check()
         try:
-            api = wandb.Api(timeout=self.timeout, overrides={"base_url": self.base_url})
+            api = wandb.Api(timeout=max(1, int(self.timeout)), overrides={"base_url": self.base_url})
         except wandb.errors.AuthenticationError as exc:
-            raise WandbSelectionError(
-                f"W&B at {self.base_url} did not accept the API key ({exc}); set WANDB_API_KEY to a key from "
-                f"{self.app_url}/authorize (and WANDB_BASE_URL for W&B Server)") from None
+            raise self._rejected_key(exc) from None
         except wandb.errors.UsageError as exc:
             raise WandbSelectionError(f"{exc}; set WANDB_API_KEY (a key from {self.app_url}/authorize)") from None
+        entity = self._identify(api)
         if self.entity is None:
-            self.entity = api.default_entity
+            self.entity = entity
             if not self.entity:
                 raise WandbSelectionError(f"no default entity for this API key: pass ENTITY/{self.project}")
         return api
+
+    def _rejected_key(self, exc: BaseException) -> Exception:
+        status = _status_of(exc)
+        if status in RETRY_STATUS or status is None and _no_answer(exc):
+            return TrackerUnreachable(f"W&B at {self.base_url} is not answering ({_short(exc)}); it was not asked "
+                                      "about the API key yet — try again later, or check WANDB_BASE_URL")
+        if status is not None and status not in (401, 403):
+            return TrackerUnreachable(f"this is not a W&B server: {self.base_url} answered HTTP {status} "
+                                      f"({_short(exc)}); check WANDB_BASE_URL")
+        return WandbSelectionError(
+            f"W&B at {self.base_url} did not accept the API key ({_short(exc)}); set WANDB_API_KEY to a key from "
+            f"{self.app_url}/authorize (and WANDB_BASE_URL for W&B Server)")
+
+    def _identify(self, api) -> str | None:
+        """The viewer query first (the SDK's own ``GetDefaultEntity``): it tells a W&B server that
+        rejects the key from one that is down, and from something that is not W&B at all."""
+        try:
+            entity = self.retrying(lambda: api.default_entity, "the viewer query (who this API key is)")
+        except TrackerUnreachable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - classified below by type and status
+            status = _status_of(exc)
+            if status in (401, 403):
+                raise self._rejected_key(exc) from None
+            if status in RETRY_STATUS:
+                raise TrackerUnreachable(f"W&B at {self.base_url} answered HTTP {status} to the viewer query "
+                                         f"{self.policy.elapsed_note()}; try again later") from None
+            raise TrackerUnreachable(f"this is not a W&B server: {self.base_url} answered the viewer query with "
+                                     f"{_short(exc)}; check WANDB_BASE_URL (host, port and path)") from None
+        return entity
 
     @property
     def app_url(self) -> str:
@@ -240,7 +274,7 @@ class WandbApiAdapter(Adapter):
         self.listed_since = self._updated_since()
         spec = self.filters(self.listed_since)
         try:
-            listed = list(self._retrying(lambda: list(api.runs(self.path, filters=spec, per_page=100)), "listing runs"))
+            listed = list(self.retrying(lambda: list(api.runs(self.path, filters=spec, per_page=100)), "listing runs"))
         except ValueError as exc:
             if "Could not find project" in str(exc):
                 raise WandbSelectionError(
@@ -305,7 +339,7 @@ class WandbApiAdapter(Adapter):
         """One read of a run, retried; when it fails, a run deleted since the listing is skipped,
         not failed."""
         try:
-            return self._retrying(call, f"reading {run.ref.id}'s {what}")
+            return self.retrying(call, f"reading {run.ref.id}'s {what}")
         except TrackerUnreachable:
             raise
         except Exception:
@@ -322,25 +356,24 @@ class WandbApiAdapter(Adapter):
                 raise RunSkipped("deleted during the scan") from None
             raise
 
-    def retrying(self, call, what: str):
-        """``call()`` under this adapter's retry policy; public so that the writer's requests to the
-        same server follow the same rule (``what`` names the request in errors)."""
-        return self._retrying(call, what)
+    def retrying(self, call: Callable[[], Any], what: str) -> Any:
+        """``call()`` under the shared retry policy: retried while the failure is transient (by
+        exception type and HTTP status), within ``--timeout``. The W&B writer uses it too.
 
-    def _retrying(self, call, what: str):
-        """``call()``, retried with backoff when the SDK gives up on a transient failure."""
+        A failure that stays transient ends in TrackerUnreachable when the server is down or gave
+        no answer in time (naming it), else in the SDK's own error (one run's problem)."""
         wandb = import_wandb()
         failures = (wandb.errors.CommError, _sdk_failure())
-        for attempt in range(self.retries + 1):
-            try:
-                return call()
-            except failures as exc:
-                if attempt == self.retries or not _transient(exc):
-                    if _transient(exc):
-                        self.check()  # unreachable now -> TrackerUnreachable, else the error below
-                    raise
-                time.sleep(min(30.0, 2.0 * 2 ** attempt))
-        raise AssertionError("unreachable")
+        try:
+            return self.policy.call(lambda left: call(), lambda exc: isinstance(exc, failures) and _transient(exc))
+        except failures as exc:
+            if _transient(exc):
+                self.check()  # unreachable now -> TrackerUnreachable, else the error below
+                if _no_answer(exc):
+                    raise TrackerUnreachable(f"W&B at {self.base_url} did not answer {what} "
+                                             f"{self.policy.elapsed_note()}; check the server, or raise --timeout") from None
+            raise
+
 
     # -- the scan's end ---------------------------------------------------------------------
     def scan_complete(self) -> None:
@@ -361,14 +394,39 @@ def _sdk_failure():
     return WandbApiFailedError
 
 
-_TRANSIENT = ("busy and did not respond", "timed out", "timeout", "429", "500", "502", "503", "504",
-              "connection", "temporarily", "rate limit")
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status behind an SDK error: wandb-core's ApiErrorResponse, or the requests
+    response a CommError wraps."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "http_status", None)
+    if isinstance(status, int) and status:
+        return status
+    inner = getattr(exc, "exc", None)
+    status = getattr(getattr(inner, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _no_answer(exc: BaseException) -> bool:
+    """No HTTP answer at all: wandb-core gave up waiting (no error response), or the transport
+    failed (a requests connection error or timeout inside a CommError)."""
+    if isinstance(exc, _sdk_failure()):
+        response = getattr(exc, "response", None)
+        return response is None or not getattr(response, "http_status", 0)
+    inner = getattr(exc, "exc", None)
+    try:
+        import requests
+    except ImportError:
+        return False
+    return isinstance(inner, (requests.ConnectionError, requests.Timeout))
 
 
 def _transient(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return any(mark in text for mark in _TRANSIENT)
+    """Worth another try: no answer, or an answer whose status says "later" (429, 5xx)."""
+    return _no_answer(exc) or _status_of(exc) in RETRY_STATUS
 
 
-__all__ = ["DEFAULT_BASE_URL", "STATES", "WandbApiAdapter", "WandbApiRun", "WandbSelectionError",
-           "import_wandb", "parse_filter", "split_path"]
+def _short(exc: BaseException, limit: int = 160) -> str:
+    text = " ".join(redact_secrets(str(exc)).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+

@@ -30,11 +30,15 @@ class WandbFolderAdapter(Adapter):
         self.roots = [Path(r) for r in roots]
 
     def list_runs(self) -> list[FolderRun]:
-        from . import find_run_folders
+        from . import WandbFolderError, find_run_folders
 
         runs = []
         for root in self.roots:
-            for folder in find_run_folders(root):  # WandbFolderError names a missing path
+            folders = find_run_folders(root)  # WandbFolderError names a missing path
+            if not folders:  # "scanned 0 of 0 runs" would read as a clean bill of health
+                raise WandbFolderError(root, "no W&B runs here: looked for run-<id>.wandb logs (in run-*/offline-run-* "
+                                             "folders, at any depth); pass the wandb/ folder your training wrote")
+            for folder in folders:
                 run_id = folder.name.rsplit("-", 1)[-1] if folder.is_dir() else folder.stem.removeprefix("run-")
                 runs.append(FolderRun(RunRef(tracker=self.tracker, project=str(root), id=run_id, name=run_id,
                                              url=folder.resolve().as_uri()), folder))
