@@ -30,7 +30,7 @@ HF_STATE = DATA / "hf_trainer_state.json"
 def analyze_json(*paths, extra=()):
     res = CliRunner().invoke(main, ["analyze", *map(str, paths), "--format", "json", *extra])
     assert res.exception is None or isinstance(res.exception, SystemExit), res.output
-    return res.exit_code, json.loads(res.output)
+    return res.exit_code, json.loads(res.stdout)  # errors also go to stderr
 
 
 def decaying_loss(n=200, nan_from=None):

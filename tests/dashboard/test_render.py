@@ -173,7 +173,7 @@ def test_report_command(tmp_path, healthy_run, unhealthy_run):
     assert (tmp_path / "one.html").read_text().count('id="th-plotlyjs"') == 1
 
     many = runner.invoke(report, [str(a), str(b), "--html", str(tmp_path / "site"), "--markdown", str(tmp_path / "s.md")])
-    assert many.exit_code == 0, many.output
+    assert many.exit_code == 1, many.output  # the unhealthy run is critical: report --fail-on critical
     assert (tmp_path / "site" / "index.html").exists() and len(list((tmp_path / "site" / "runs").iterdir())) == 2
     assert "nonfinite" in (tmp_path / "s.md").read_text() and "[dashboard](runs/" in (tmp_path / "s.md").read_text()
 

@@ -103,7 +103,7 @@ def demo(directory: Path, quick: bool) -> None:
     click.echo("Your own runs:")
     click.echo("  trackerhealth scan --mlflow-uri http://your-mlflow:5000 -e your-experiment --dry-run")
     click.echo("  trackerhealth scan --project your-entity/your-project --dry-run   (W&B: set WANDB_API_KEY; "
-               "pip install 'trackerhealth[wandb]')")
+               "from a clone: pip install -e '.[wandb]')")
     click.echo("  trackerhealth analyze path/to/logs      (CSV, Parquet, trainer_state.json, metrics.csv, TensorBoard, "
                "W&B run folders)")
     if os.environ.get("GITHUB_ACTIONS") == "true":

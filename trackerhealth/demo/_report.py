@@ -45,9 +45,9 @@ class ReportDirWriter(Writer):
                    else WriteOutcome(report.run.id, dry_run=dry_run))
         if not self.dashboards:
             return outcome
-        rel = f"runs/{dashboard.dashboard_filename(report.run)}"
         try:
-            dashboard.write_run_dashboard(self.directory / rel, history, report, self.config)
+            # One plotly.js for the whole folder, and a link back to the overview on every page.
+            rel = dashboard.write_report_page(self.directory, history, report, self.config)
         except Exception as exc:  # noqa: BLE001 - a dashboard bug costs this run's page, not the scan
             problem = WriteProblem(RENDER, f"local dashboard: {type(exc).__name__}: {exc}")
             return dataclasses.replace(outcome, problems=(*outcome.problems, problem))
