@@ -170,10 +170,10 @@ def test_a_failed_render_fails_only_that_run_and_still_writes_its_health(monkeyp
 
     real = dashboard.render_run_html
 
-    def render(history, report, config=None):
+    def render(history, report, config=None, **options):
         if report.run.id == VICTIM:
             raise ValueError("a panel could not be drawn")
-        return real(history, report, config)
+        return real(history, report, config, **options)
 
     monkeypatch.setattr(dashboard, "render_run_html", render)
     inner = TrackerDouble()
