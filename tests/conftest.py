@@ -95,3 +95,26 @@ def client(mlflow_server):
     return MlflowClient(mlflow_server.url)
 
 
+
+
+class _RaisingDiagnosis:
+    """A diagnosis that raises, with the real one's id and title: a failure injected into the
+    engine (the thing under test is what a failed analysis is reported and tagged as)."""
+
+    def __init__(self, real):
+        self.title = real.title
+        self._real = real
+
+    def default_thresholds(self):
+        return self._real.default_thresholds()
+
+    def run(self, view, thresholds):
+        raise ZeroDivisionError("injected")
+
+
+@pytest.fixture
+def every_diagnosis_raises(monkeypatch):
+    """Every registered diagnosis raises ZeroDivisionError("injected") for this test."""
+    from trackerhealth import diagnoses
+
+    monkeypatch.setattr(diagnoses, "REGISTRY", {k: _RaisingDiagnosis(v) for k, v in diagnoses.REGISTRY.items()})

@@ -14,12 +14,11 @@ import pandas as pd
 import pytest
 
 from tests.corpus import evaluate
-from trackerhealth import diagnoses, engine, scorecard
+from trackerhealth import diagnoses, engine, exit_codes, scorecard
 from trackerhealth.adapters.files import read_histories
 from trackerhealth.config import Config
 from trackerhealth.schema import DIMENSIONS, ERROR, OK, UNKNOWN, HealthReport, RunHistory, RunRef
 from trackerhealth.writers import formats, mlflow_writer, wandb_writer
-from trackerhealth import exit_codes
 
 MANIFEST = {e["name"]: evaluate.HERE / e["file"] for e in evaluate.load_manifest()}
 
@@ -33,22 +32,7 @@ def _boom(*_args, **_kwargs):
     raise RuntimeError("injected failure")
 
 
-class _Raising:
-    """A diagnosis that raises, with the real one's id and title."""
-
-    def __init__(self, real):
-        self.title = real.title
-        self._real = real
-
-    def default_thresholds(self):
-        return self._real.default_thresholds()
-
-    def run(self, view, thresholds):
-        raise ZeroDivisionError("injected")
-
-
-def test_every_diagnosis_raising_gives_error_never_ok(monkeypatch):
-    monkeypatch.setattr(diagnoses, "REGISTRY", {k: _Raising(v) for k, v in diagnoses.REGISTRY.items()})
+def test_every_diagnosis_raising_gives_error_never_ok(every_diagnosis_raises):
     report = engine.analyze(_history("healthy_long_20k_wandb"))
     assert report.status == ERROR
     assert {f.stage for f in report.failures} == {f"diagnosis:{d}" for d in diagnoses.REGISTRY}
@@ -185,12 +169,11 @@ def test_no_ranking_puts_a_failure_below_ok():
     assert STATUS_RANK[ERROR] > STATUS_RANK["critical"] and STATUS_RANK[UNKNOWN] == STATUS_RANK["warning"] > STATUS_RANK[OK]
 
 
-def test_analyze_json_prints_no_ok_run_when_every_diagnosis_raises(monkeypatch):
+def test_analyze_json_prints_no_ok_run_when_every_diagnosis_raises(every_diagnosis_raises):
     from click.testing import CliRunner
 
     from trackerhealth.cli import main
 
-    monkeypatch.setattr(diagnoses, "REGISTRY", {k: _Raising(v) for k, v in diagnoses.REGISTRY.items()})
     files = [str(MANIFEST[n]) for n in ("healthy_long_20k_wandb", "overfit_spirals_wandb")]
     res = CliRunner().invoke(main, ["analyze", *files, "--format", "json"])
     doc = json.loads(res.stdout)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from mlflow_support import corpus_history, log_history, scan_cli
 
-from trackerhealth import diagnoses
 from trackerhealth.schema import RunHistory
 from trackerhealth.writers import mlflow_writer as mw
 
@@ -29,21 +28,10 @@ def test_an_unrecognised_loss_is_tagged_unknown(mlflow_server, client, experimen
     assert client.get_run(cost).data.tags[mw.STATUS] == "unknown"
 
 
-class _Raising:
-    def __init__(self, real):
-        self.title, self._real = real.title, real
-
-    def default_thresholds(self):
-        return self._real.default_thresholds()
-
-    def run(self, view, thresholds):
-        raise RuntimeError("injected")
-
-
-def test_every_diagnosis_failing_is_tagged_error(mlflow_server, client, experiment, cache_dir, monkeypatch):
+def test_every_diagnosis_failing_is_tagged_error(every_diagnosis_raises, mlflow_server, client, experiment,
+                                                 cache_dir):
     exp_id, exp_name = experiment
     rid = log_history(client, exp_id, corpus_history("healthy_fast_loader_plain"), "healthy")
-    monkeypatch.setattr(diagnoses, "REGISTRY", {k: _Raising(v) for k, v in diagnoses.REGISTRY.items()})
     scan_cli(_args(mlflow_server, exp_name, cache_dir))
     tags = client.get_run(rid).data.tags
     assert tags[mw.STATUS] == "error"
