@@ -114,7 +114,7 @@ class RetryPolicy:
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
-        told = getattr(exc, "retry_after", None)
+        told = exc.retry_after if isinstance(exc, RetryableAnswer) else None
         if told is not None:
             delay = min(float(told), MAX_RETRY_AFTER)
         else:
