@@ -46,7 +46,8 @@ def test_github_writes_summary_outputs_and_an_inert_table(tmp_path):
     assert written.startswith("earlier step\n## Training health")  # appended, never replaced
     assert dict(line.split("=", 1) for line in outputs.read_text().splitlines()) == {
         "runs-scanned": str(len(statuses)), "critical": str(statuses.count("critical")),
-        "warning": str(statuses.count("warning")), "report-path": str(tmp_path)}
+        "warning": str(statuses.count("warning")), "unknown": str(statuses.count("unknown")),
+        "error": str(statuses.count("error")), "report-path": str(tmp_path)}
     first, *_, last = res.stdout.strip().splitlines()
     assert first.startswith("::stop-commands::") and last == f"::{first.split('::')[2]}::"
     assert "<script" in (tmp_path / "index.html").read_text()
@@ -75,3 +76,18 @@ def test_bad_input_and_missing_github_variables_name_the_fix(tmp_path):
     assert res.exit_code == 2 and "$GITHUB_STEP_SUMMARY and $GITHUB_OUTPUT" in res.stderr
     res = invoke("summary", _report(tmp_path), "--markdown", tmp_path)
     assert res.exit_code == 2 and "is a folder" in res.stderr
+
+
+def test_an_unjudged_run_is_counted_in_its_own_output_never_as_healthy(tmp_path):
+    costs = tmp_path / "costs.csv"  # a loss name trackerhealth does not know: status unknown
+    costs.write_text("step,cost\n" + "".join(f"{i},{2.0 / (1 + i)}\n" for i in range(50)))
+    res = invoke("analyze", costs, "--format", "json")
+    path = tmp_path / "report.json"
+    path.write_text(res.stdout)
+    outputs = tmp_path / "outputs"
+    res = invoke("summary", path, "--github",
+                 env={"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), "GITHUB_OUTPUT": str(outputs)})
+    assert res.exit_code == 0, res.output
+    written = dict(line.split("=", 1) for line in outputs.read_text().splitlines())
+    assert (written["runs-scanned"], written["unknown"], written["error"]) == ("1", "1", "0")
+    assert (written["critical"], written["warning"]) == ("0", "0")

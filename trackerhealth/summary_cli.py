@@ -19,7 +19,8 @@ from . import exit_codes
 from .cli_common import CONTEXT, die, write_failed
 
 # The outputs the Action declares (action.yml `outputs:`), written to $GITHUB_OUTPUT by --github.
-GITHUB_OUTPUTS = ("runs-scanned", "critical", "warning", "report-path")
+# `unknown` and `error` are counted apart: a run that could not be judged is never hidden among the healthy.
+GITHUB_OUTPUTS = ("runs-scanned", "critical", "warning", "unknown", "error", "report-path")
 
 
 @click.command("summary", context_settings=CONTEXT)
@@ -36,7 +37,7 @@ GITHUB_OUTPUTS = ("runs-scanned", "critical", "warning", "report-path")
               help="Write the HTML overview of every run here (needs no plotly).")
 @click.option("--github", is_flag=True,
               help="In GitHub Actions: append the summary to $GITHUB_STEP_SUMMARY, write the outputs "
-                   "runs-scanned, critical, warning and report-path to $GITHUB_OUTPUT, and print the table "
+                   "runs-scanned, critical, warning, unknown, error and report-path to $GITHUB_OUTPUT, and print the table "
                    "to the log (run names can never act as workflow commands).")
 def summary(report_json, scan_exit_code, log_path, markdown_path, html_path, github) -> None:
     """Summarise a saved JSON report as Markdown, an HTML overview, or a GitHub job summary.
@@ -136,7 +137,8 @@ def _to_github(report_json: Path, markdown: str, reports, errors, statuses: list
         token = secrets.token_hex(16)
         click.echo(f"::stop-commands::{token}\n{formats.to_table(reports, errors)}\n::{token}::")
     outputs = {"runs-scanned": len(statuses), "critical": statuses.count("critical"),
-               "warning": statuses.count("warning"), "report-path": str(report_json.absolute().parent)}
+               "warning": statuses.count("warning"), "unknown": statuses.count("unknown"),
+               "error": statuses.count("error"), "report-path": str(report_json.absolute().parent)}
     _append(Path(os.environ["GITHUB_OUTPUT"]), "".join(f"{k}={outputs[k]}\n" for k in GITHUB_OUTPUTS),
             "$GITHUB_OUTPUT")
 

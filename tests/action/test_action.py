@@ -39,7 +39,7 @@ def test_action_is_thin_pinned_and_injection_free():
             assert SHA_PIN.match(step["uses"].split()[0]), f"{step['uses']} is not pinned to a commit"
     for name, spec in action["inputs"].items():
         assert spec.get("description"), f"input {name} has no description"
-    assert set(action["outputs"]) >= {"runs-scanned", "critical", "warning", "report-path"}
+    assert set(action["outputs"]) >= {"runs-scanned", "critical", "warning", "unknown", "error", "report-path"}
     ids = {s.get("id") for s in steps}
     for name, spec in action["outputs"].items():
         step_id = re.search(r"steps\.([\w-]+)\.outputs", spec["value"]).group(1)
@@ -64,7 +64,7 @@ def test_critical_runs_fail_the_job_and_everything_is_reported(runner, mlflow_se
     # The job fails at the verdict, after the summary, the outputs, the cache and the upload.
     assert result.failed and result.exit_code == 1
     assert [s.name for s in result.steps if s.ran and s.rc] == ["Verdict"]
-    assert result.outputs == {"runs-scanned": "6", "critical": "2", "warning": "1",
+    assert result.outputs == {"runs-scanned": "6", "critical": "2", "warning": "1", "unknown": "0", "error": "0",
                               "report-path": result.outputs["report-path"], "exit-code": "1"}
     assert ("error", "runs with findings at or above fail-on (critical): see the job summary") in result.commands
 
