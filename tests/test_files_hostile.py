@@ -1,7 +1,7 @@
 """Hostile and damaged local files: each class of break is one bad file's own error or note, never
 a traceback, never the end of the whole ``analyze``, and never a silent all-clear.
 
-Files are written by the real libraries (pandas, pyarrow, torch's SummaryWriter, HF Trainer's
+Files are written by the real libraries (pandas, pyarrow, tensorboard's event writer, HF Trainer's
 trainer_state.json from tests/data) and then damaged the way disks, editors and killed jobs do.
 """
 
@@ -269,13 +269,19 @@ def test_utf16_and_latin1_csvs_are_read(tmp_path):
 # -- 4. a damaged TensorBoard file: read to the damage, with a note ---------------------------
 @pytest.fixture(scope="module")
 def event_file(tmp_path_factory) -> Path:
-    """A real event file from torch's SummaryWriter: the loss goes NaN at step 200 of 300."""
-    from torch.utils.tensorboard import SummaryWriter
+    """A real event file, written by tensorboard's EventFileWriter (what torch's SummaryWriter
+    writes through, so no torch is needed): the loss goes NaN at step 200 of 300."""
+    import time
+
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
     folder = tmp_path_factory.mktemp("tb") / "run"
-    writer = SummaryWriter(str(folder))
+    writer = EventFileWriter(str(folder))
     for step in range(300):
-        writer.add_scalar("train/loss", 2.0 * math.exp(-step / 50) + 0.1 if step < 200 else math.nan, step)
+        value = 2.0 * math.exp(-step / 50) + 0.1 if step < 200 else math.nan
+        scalar = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="train/loss", simple_value=value)])
+        writer.add_event(event_pb2.Event(step=step, wall_time=time.time(), summary=scalar))
     writer.close()
     return next(folder.glob("events.out.tfevents.*"))
 
