@@ -1,0 +1,155 @@
+"""The training loop corpus runs share, with the timing and gradient measurements each run logs.
+
+Each family builds its model, data and optimizer and hands them to :func:`fit`. The loop measures
+what it logs: data time (waiting for the next batch) and compute time (forward, backward, step) are
+two separate ``time.perf_counter`` intervals, never one derived from the other; throughput is samples
+over wall-clock seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .sinks import RunLog
+
+# Metric names per naming style: the same measurements under the names different stacks use.
+NAMES: dict[str, dict[str, str]] = {
+    "wandb": {"loss": "train/loss", "val_loss": "val/loss", "grad_norm": "train/grad_norm", "lr": "train/lr",
+              "layer_grad": "grad_norm/{}", "weight_norm": "train/weight_norm", "data_time": "perf/data_time",
+              "compute_time": "perf/compute_time", "step_time": "perf/step_time", "throughput": "perf/samples_per_sec",
+              "task": "train/loss_{}"},
+    "plain": {"loss": "loss", "val_loss": "val_loss", "grad_norm": "grad_norm", "lr": "lr", "layer_grad": "{}.grad_norm",
+              "weight_norm": "weight_norm", "data_time": "data_time", "compute_time": "compute_time",
+              "step_time": "step_time", "throughput": "samples_per_second", "task": "loss_{}"},
+    "mlflow": {"loss": "train_loss", "val_loss": "val_loss", "grad_norm": "grad_norm", "lr": "learning_rate",
+               "layer_grad": "grad_norm.{}", "weight_norm": "weight_norm", "data_time": "data_time_ms",
+               "compute_time": "compute_time_ms", "step_time": "step_time_ms", "throughput": "throughput", "task": "{}_loss"},
+}
+_MS = {"data_time_ms", "compute_time_ms", "step_time_ms"}
+
+
+def seed_all(seed: int) -> None:
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    np.random.seed(seed % (2**32))
+    random.seed(seed)
+
+
+@dataclass
+class FitResult:
+    steps: int
+    samples: int
+    wall_seconds: float
+    samples_per_s: float
+    diverged: bool
+    extra: dict = field(default_factory=dict)
+
+
+def total_grad_norm(model: torch.nn.Module) -> float:
+    norms = [p.grad.detach().norm() for p in model.parameters() if p.grad is not None]
+    return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else float("nan")
+
+
+def weight_norm(model: torch.nn.Module) -> float:
+    return float(torch.linalg.vector_norm(torch.stack([p.detach().norm() for p in model.parameters()])))
+
+
+def fit(
+    model: torch.nn.Module,
+    batches: Callable[[int], Iterable[tuple]],
+    loss_fn: Callable[[torch.nn.Module, tuple], torch.Tensor | tuple[torch.Tensor, Mapping[str, torch.Tensor]]],
+    optimizer: torch.optim.Optimizer,
+    log: RunLog,
+    *,
+    epochs: int,
+    naming: str = "plain",
+    scheduler=None,
+    val_fn: Callable[[], float] | None = None,
+    val_every: int = 20,
+    log_every: int = 1,
+    layer_grads: Iterable[str] = (),
+    timing: bool = True,
+    clip: float | None = None,
+    before_step: Callable[[int, torch.optim.Optimizer], None] | None = None,
+    max_steps: int | None = None,
+    stop_on_nonfinite: bool = False,
+) -> FitResult:
+    """Train for ``epochs`` over ``batches(epoch)``, logging every ``log_every`` steps.
+
+    ``loss_fn`` returns the loss, or ``(total, {task: loss})`` for a multi-task head (each task's
+    loss is logged). ``layer_grads`` names the parameters whose gradient norms are logged (model
+    order). ``before_step(step, optimizer)`` may change the LR (an LR spike at a restart). A run that
+    goes NaN keeps logging (as real runs do) unless ``stop_on_nonfinite``.
+    """
+    names = NAMES[naming]
+    layer_set = list(layer_grads)
+    params = dict(model.named_parameters())
+    step, samples, diverged = 0, 0, False
+    start = time.perf_counter()
+    for epoch in range(epochs):
+        it = iter(batches(epoch))
+        while True:
+            t0 = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            t1 = time.perf_counter()
+            if before_step is not None:
+                before_step(step, optimizer)
+            model.train()
+            optimizer.zero_grad(set_to_none=True)
+            out = loss_fn(model, batch)
+            loss, tasks = out if isinstance(out, tuple) else (out, {})
+            loss.backward()
+            gnorm = total_grad_norm(model)
+            layer = {n: float(params[n].grad.norm()) for n in layer_set if params[n].grad is not None}
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            t2 = time.perf_counter()
+            samples += len(batch[0])
+            step += 1
+            value = float(loss.detach())
+            diverged = diverged or not math.isfinite(value)
+            if step % log_every == 0:
+                row = {names["loss"]: value, names["grad_norm"]: gnorm, names["lr"]: optimizer.param_groups[0]["lr"]}
+                row.update({names["task"].format(k): float(v.detach()) for k, v in tasks.items()})
+                row.update({names["layer_grad"].format(n): g for n, g in layer.items()})
+                if timing:
+                    data_t, compute_t = t1 - t0, t2 - t1
+                    for key, secs in ((names["data_time"], data_t), (names["compute_time"], compute_t), (names["step_time"], t2 - t0)):
+                        row[key] = secs * 1000 if key in _MS else secs
+                    row[names["throughput"]] = len(batch[0]) / max(t2 - t0, 1e-9)
+                if val_fn is not None and step % val_every == 0:
+                    row[names["val_loss"]] = val_fn()
+                    row[names["weight_norm"]] = weight_norm(model)
+                log.log(row, step)
+            elif val_fn is not None and step % val_every == 0:
+                log.log({names["val_loss"]: val_fn(), names["weight_norm"]: weight_norm(model)}, step)
+            if (stop_on_nonfinite and diverged) or (max_steps is not None and step >= max_steps):
+                break
+        if (stop_on_nonfinite and diverged) or (max_steps is not None and step >= max_steps):
+            break
+    wall = time.perf_counter() - start
+    return FitResult(step, samples, wall, samples / wall if wall > 0 else float("nan"), diverged)
+
+
+def minibatches(x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int, shuffle: bool = True):
+    """``batches(epoch)`` for in-memory tensors: a fresh seeded permutation per epoch when shuffling."""
+    def batches(epoch: int):
+        n = len(x)
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1000 + epoch)) if shuffle else torch.arange(n)
+        for i in range(0, n, batch_size):
+            idx = order[i:i + batch_size]
+            yield x[idx], y[idx]
+    return batches

@@ -1,0 +1,57 @@
+"""Regenerate the torch corpus: ``python -m evidence.torch.generate [--family F ...] [--only NAME,...] [--out DIR]``.
+
+Each family is a module ``fam_<family>.py`` with ``FAMILY`` and ``build(root: Path, only: set[str] | None)
+-> list[dict]`` (manifest entries, twins included). ``--out`` writes elsewhere (the committed corpus
+stays as it is); without it, the runs and fragments under this folder are replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+import time
+from pathlib import Path
+
+from . import manifest
+
+HERE = Path(__file__).parent
+
+
+def families() -> dict[str, object]:
+    found = {}
+    for info in pkgutil.iter_modules([str(HERE)]):
+        if info.name.startswith("fam_"):
+            module = importlib.import_module(f"{__package__}.{info.name}")
+            found[module.FAMILY] = module
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--family", action="append", help="only these families (repeatable)")
+    parser.add_argument("--only", help="only these run names (comma-separated; their twins are trained too)")
+    parser.add_argument("--out", type=Path, help="write here instead of the committed corpus")
+    args = parser.parse_args(argv)
+    root = args.out or HERE
+    only = set(args.only.split(",")) if args.only else None
+    known = families()
+    chosen = args.family or sorted(known)
+    unknown = [f for f in chosen if f not in known]
+    if unknown:
+        parser.error(f"unknown family {unknown}; known: {sorted(known)}")
+    for fam in chosen:
+        t0 = time.time()
+        entries = known[fam].build(root, only)
+        if only is None:
+            manifest.write_fragment(fam, entries, root / "manifest")
+        faulty = sum(1 for e in entries if e["faults"])
+        unconfirmed = [e["name"] for e in entries if e["intended"] and not set(e["intended"]) <= set(e["faults"])]
+        print(f"{fam}: {len(entries)} runs ({faulty} with confirmed faults) in {time.time() - t0:.0f} s; "
+              f"intended but not confirmed: {unconfirmed or 'none'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
