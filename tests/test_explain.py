@@ -188,3 +188,15 @@ def test_an_explain_failure_is_an_error_never_health(monkeypatch):
     assert report.status == "error" and [f.stage for f in report.failures] == ["explain"]
     # The findings are still reported, unexplained.
     assert {f.id for f in report.problems} == {"vanishing-gradients", "slow-convergence"}
+
+
+def test_the_dashboard_lists_an_explained_finding_under_its_cause_not_as_a_finding():
+    pytest.importorskip("plotly")
+    from trackerhealth.writers.dashboard import render_run_html
+
+    history = RunHistory.from_series(RunRef("file", "p", "vanishing"), _vanishing())
+    report = engine.analyze(history)
+    html = render_run_html(history, report)
+    assert 'id="finding-vanishing-gradients"' in html and 'id="finding-slow-convergence"' not in html
+    assert "<h2>Findings (1)</h2>" in html
+    assert 'data-explained-by="vanishing-gradients"' in html and "explained by vanishing-gradients" in html
