@@ -200,3 +200,15 @@ def test_the_dashboard_lists_an_explained_finding_under_its_cause_not_as_a_findi
     assert 'id="finding-vanishing-gradients"' in html and 'id="finding-slow-convergence"' not in html
     assert "<h2>Findings (1)</h2>" in html
     assert 'data-explained-by="vanishing-gradients"' in html and "explained by vanishing-gradients" in html
+
+
+def test_design_doc_shows_the_rules_tables_as_the_code_declares_them():
+    from pathlib import Path
+
+    from trackerhealth import config_facts
+
+    design = (Path(__file__).resolve().parent.parent / "docs" / "design.md").read_text(encoding="utf-8")
+    assert explain.rules_markdown() in design
+    assert config_facts.rules_markdown() in design
+    # The corroboration table names every diagnosis the code corroborates, and nothing else.
+    assert {d for d, _, _ in config_facts.RULES_TEXT} == set(config_facts.CORROBORATORS)

@@ -348,3 +348,24 @@ def corroborate(findings: Sequence[Finding], cf: ConfigFacts, thresholds: Thresh
                 f = dataclasses.replace(f, message=message, evidence=f.evidence + tuple(evidence))
         out.append(f)
     return tuple(out)
+
+
+# The corroboration rules in words, for docs/design.md (a test keeps the two the same).
+RULES_TEXT = (
+    ("slow-convergence", "`config_adam_epsilon`", "an Adam-family (or unnamed) optimizer's epsilon ≥ `adam_eps_large`"),
+    ("slow-convergence", "`config_lr` (+ `config_optimizer`)", "LR ≤ `lr_small_adam` (Adam family) / `lr_small_sgd` (SGD); "
+     "an unnamed optimizer must pass both"),
+    ("loss-oscillation", "`config_lr` (+ `config_optimizer`)", "LR ≥ `lr_high_adam` (Adam family) / `lr_high_sgd` (SGD); "
+     "an unnamed optimizer must pass both"),
+    ("loss-oscillation", "`config_batch_size`", "samples per optimizer step (per-device batch × accumulation) ≤ `small_batch`"),
+    ("nonfinite", "`config_grad_clipping`", "gradient clipping is configured off (`max_grad_norm` 0 or None, "
+     "`gradient_clip_val` 0)"),
+    ("nonfinite", "`config_fp16`", "fp16 training (`fp16`, Lightning `precision` 16)"),
+    ("nonfinite", "`config_lr` (+ `config_optimizer`)", "LR ≥ the high LR for its family, as for loss-oscillation"),
+)
+
+
+def rules_markdown() -> str:
+    rows = ["| finding | evidence code | when the config says |", "|---|---|---|"]
+    rows += [f"| `{d}` | {code} | {when} |" for d, code, when in RULES_TEXT]
+    return "\n".join(rows)

@@ -160,3 +160,11 @@ def explain(findings: Sequence[Finding], view: RoleView, thresholds: Thresholds 
                     break
         out.append(f)
     return tuple(out)
+
+
+def rules_markdown() -> str:
+    """The rules table as docs/design.md shows it (a test keeps the two the same)."""
+    rows = ["| explainer | explains | when | why |", "|---|---|---|---|"]
+    for r in RULES:
+        rows.append(f"| `{r.explainer}` | {', '.join(f'`{s}`' for s in r.explained)} | {r.when} | {r.why} |")
+    return "\n".join(rows)
