@@ -169,3 +169,15 @@ def test_hparams_written_by_lightnings_csv_logger(tmp_path):
     doc = json.loads(out.stdout)
     [slow] = [f for f in doc["runs"][0]["findings"] if f["id"] == "slow-convergence"]
     assert {"config_lr", "config_optimizer"} <= {e["code"] for e in slow["evidence"]}
+
+
+def test_hf_trainer_state_json_gives_the_batch_size(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    loss = _oscillating()["loss"][1]
+    state = transformers.TrainerState(train_batch_size=2, global_step=N,
+                                      log_history=[{"step": int(i), "loss": float(v)} for i, v in enumerate(loss, 1)])
+    state.save_to_json(str(tmp_path / "trainer_state.json"))
+    [history] = read_histories(tmp_path / "trainer_state.json")
+    assert facts(history.ref.config).batch_size == Fact(2, "train_batch_size")
+    osc = engine.analyze(history).finding("loss-oscillation")
+    assert osc.is_problem and "config_batch_size" in _codes(osc)
