@@ -212,3 +212,14 @@ def test_design_doc_shows_the_rules_tables_as_the_code_declares_them():
     assert config_facts.rules_markdown() in design
     # The corroboration table names every diagnosis the code corroborates, and nothing else.
     assert {d for d, _, _ in config_facts.RULES_TEXT} == set(config_facts.CORROBORATORS)
+
+
+def test_the_onset_is_the_spike_or_first_nan_not_a_baseline_from_the_start():
+    spike_then_nan = Finding("nonfinite", CRITICAL, "t", "m", "", (
+        Evidence("loss", float("nan"), None, 900, 1000, "nonfinite_value"),
+        Evidence("grad_norm", 50.0, 10.0, 880, 900, "grad_norm_spike_before_nonfinite")))
+    assert explain.blowup_onset(spike_then_nan) == 880
+    # Evidence of a kind explain does not know: a context range from step 0 does not make the onset 0.
+    unknown = Finding("nonfinite", CRITICAL, "t", "m", "", (
+        Evidence("grad_norm", 1.0, None, 0, 700, "baseline"), Evidence("loss", 8.7, None, 720, 740, "loss_jump")))
+    assert explain.blowup_onset(unknown) == 720

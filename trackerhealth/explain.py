@@ -60,12 +60,20 @@ def _ends(f: Finding) -> list[float]:
     return out
 
 
+# The nonfinite evidence codes that mark where a blow-up began: the gradient-norm spike before the
+# first NaN, the first non-finite value, the start of an explosion without NaN.
+ONSET_CODES = ("grad_norm_spike_before_nonfinite", "nonfinite_value", "grad_norm_explosion")
+
+
 def blowup_onset(nonfinite: Finding) -> float | None:
-    """The step the blow-up began: the earliest start among the nonfinite finding's evidence —
-    the gradient-norm spike before the first NaN when there was one, else the first non-finite
-    step, or the start of an explosion without NaN."""
+    """The step the blow-up began: the earliest start among the nonfinite finding's onset evidence
+    (:data:`ONSET_CODES`). Without any, the latest start of its evidence: evidence that only gives
+    context (a baseline measured from the run's start) must not move the onset back to step 0."""
+    onset = [e.step_start for e in nonfinite.evidence if e.code in ONSET_CODES and _finite(e.step_start)]
+    if onset:
+        return min(onset)
     starts = _starts(nonfinite)
-    return min(starts) if starts else None
+    return max(starts) if starts else None
 
 
 def _blowup_window_start(nonfinite: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> float | None:
