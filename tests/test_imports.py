@@ -33,7 +33,7 @@ import trackerhealth
 PACKAGE = Path(trackerhealth.__file__).resolve().parent
 NAME = PACKAGE.name
 
-CORE = ("schema", "roles", "stats", "engine", "scorecard", "diagnoses", "config")
+CORE = ("schema", "roles", "stats", "engine", "scorecard", "diagnoses", "config", "explain", "config_facts")
 # What the analysis core must never import, at any level.
 NOT_FROM_CORE = ("trackerhealth.adapters", "trackerhealth.writers", "trackerhealth.cli", "trackerhealth.scan_cli",
                  "trackerhealth.report_cli", "trackerhealth.scan", "trackerhealth.trackers", "trackerhealth.monitor",

@@ -45,7 +45,8 @@ evidence = st.builds(Evidence, metric=text, observed=numbers, threshold=numbers,
                      step_end=numbers, code=text, detail=text)
 findings = st.builds(Finding, id=st.sampled_from(["nonfinite", "overfitting", "task-imbalance"]),
                      level=st.sampled_from(list(LEVEL_RANK)), title=text, message=text, recommendation=text,
-                     evidence=st.lists(evidence, max_size=3).map(tuple))
+                     evidence=st.lists(evidence, max_size=3).map(tuple),
+                     explained_by=st.none() | st.sampled_from(["nonfinite", "vanishing-gradients"]))
 failures = st.builds(StageFailure, stage=st.sampled_from(["roles", "scorecard", "diagnosis:nonfinite"]), message=text)
 
 
@@ -125,6 +126,18 @@ def test_the_short_output_keeps_status_and_problems(report):
     back = HealthReport.from_dict(_through_json(report.to_dict()))
     assert back.status == report.status
     assert back.problems == report.problems and back.failures == report.failures
+    # An explained finding is never a problem, so the short output never carries one.
+    assert not any(f.explained_by for f in back.findings)
+
+
+@settings(max_examples=100, deadline=None)
+@given(reports)
+def test_explained_findings_never_raise_the_status(report):
+    unexplained = max((LEVEL_RANK[f.level] for f in report.findings if f.level in ("warning", "critical")
+                       and f.explained_by is None), default=0)
+    if report.status not in ("error", "unknown"):
+        assert report.status == {0: "ok", 1: "warning", 2: "critical"}[unexplained]
+    assert all(f.explained_by is None for f in report.problems)
 
 
 MANIFEST = {e["name"]: evaluate.HERE / e["file"] for e in evaluate.load_manifest()}

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import diagnoses, scorecard
+from . import config_facts, diagnoses, explain, scorecard
 from .roles import GROUP_ROLES, ROLES, TIME_ROLES
 
 if sys.version_info >= (3, 11):
@@ -64,9 +64,14 @@ class Config:
         return found if found is not None else _default_thresholds(diagnosis_id)
 
 
+# Threshold sections that are not a diagnosis: the scorecard, explained-by rules, config corroboration.
+STAGE_THRESHOLDS = {scorecard.ID: scorecard.Thresholds, explain.ID: explain.Thresholds, config_facts.ID: config_facts.Thresholds}
+
+
 def _default_thresholds(section: str):
-    """The default Thresholds of a diagnosis id, or of ``scorecard``."""
-    return scorecard.Thresholds() if section == scorecard.ID else diagnoses.get(section).default_thresholds()
+    """The default Thresholds of a diagnosis id, or of a stage in :data:`STAGE_THRESHOLDS`."""
+    stage = STAGE_THRESHOLDS.get(section)
+    return stage() if stage is not None else diagnoses.get(section).default_thresholds()
 
 
 def _unknown(what: str, bad, valid) -> ConfigError:
@@ -94,8 +99,8 @@ def from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
             raise _unknown(f"unit for {role} in {source}:", unit, UNIT_VALUES[role])
     thresholds = {}
     for diag_id, values in dict(data.get("thresholds", {})).items():
-        if diag_id not in diagnoses.REGISTRY and diag_id != scorecard.ID:
-            raise _unknown(f"diagnosis in {source} [thresholds]:", diag_id, [*diagnoses.REGISTRY, scorecard.ID])
+        if diag_id not in diagnoses.REGISTRY and diag_id not in STAGE_THRESHOLDS:
+            raise _unknown(f"diagnosis in {source} [thresholds]:", diag_id, [*diagnoses.REGISTRY, *STAGE_THRESHOLDS])
         defaults = _default_thresholds(diag_id)
         names = [f.name for f in dataclasses.fields(defaults)]
         for name, value in dict(values).items():

@@ -1,7 +1,8 @@
 """Run role resolution, every diagnosis and the scorecard on one history.
 
 Each stage is isolated per run: a stage that raises is recorded on that run's report as a
-:class:`~trackerhealth.schema.StageFailure` (``roles``, ``diagnosis:<id>``, ``scorecard``), which
+:class:`~trackerhealth.schema.StageFailure` (``roles``, ``diagnosis:<id>``, ``explain``, ``config``,
+``scorecard``), which
 makes its status ``error``; the stages after it still run and their findings are still reported.
 One bug or one odd run never fails a scan, and never reads as health. A run whose training loss was
 not recognised gets status ``unknown``, with the keys it logged and how to map one.
@@ -13,7 +14,7 @@ import traceback
 
 import numpy as np
 
-from . import diagnoses, scorecard
+from . import config_facts, diagnoses, explain, scorecard
 from .config import Config
 from .roles import RoleView, Roles, resolve
 from .schema import (
@@ -55,6 +56,18 @@ def _analyze(history: RunHistory, config: Config) -> HealthReport:
             failures.append(StageFailure(f"diagnosis:{diag_id}", message))
             finding = Finding(diag_id, ERROR, diag.title, f"diagnosis failed: {message}")
         findings.append(finding)
+
+    # One cause, one finding: a symptom a stronger finding explains is marked, not tagged again.
+    try:
+        findings = list(explain.explain(findings, view, config.thresholds_for(explain.ID)))
+    except Exception as exc:  # noqa: BLE001 - reported as data, by design
+        failures.append(StageFailure("explain", _describe(exc)))
+    # The logged config (optimizer, LR, epsilon, batch) sharpens a problem's evidence, never its level.
+    try:
+        facts = config_facts.facts(history.ref.config)
+        findings = list(config_facts.corroborate(findings, facts, config.thresholds_for(config_facts.ID)))
+    except Exception as exc:  # noqa: BLE001 - reported as data, by design
+        failures.append(StageFailure("config", _describe(exc)))
 
     try:
         score, dims = scorecard.score_run(view, findings, config.thresholds_for(scorecard.ID))

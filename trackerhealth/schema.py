@@ -464,7 +464,13 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Finding:
-    """The outcome of one diagnosis on one run."""
+    """The outcome of one diagnosis on one run.
+
+    ``explained_by`` is the id of a stronger finding on the same run that explains this one (see
+    :mod:`trackerhealth.explain`): one cause, one finding. An explained finding keeps its level and
+    evidence for ``--full`` output, but it is not a problem — never tagged, alerted, counted in the
+    status or the score.
+    """
 
     id: str
     level: str
@@ -472,13 +478,20 @@ class Finding:
     message: str
     recommendation: str = ""
     evidence: tuple[Evidence, ...] = ()
+    explained_by: str | None = None
 
     @property
     def is_problem(self) -> bool:
-        return self.level in (WARNING, CRITICAL)
+        """A warning or critical finding that no stronger finding explains."""
+        return self.level in (WARNING, CRITICAL) and self.explained_by is None
+
+    @property
+    def is_explained(self) -> bool:
+        """A warning or critical symptom of another finding (shown as "explained by <id>")."""
+        return self.level in (WARNING, CRITICAL) and self.explained_by is not None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "level": self.level,
             "title": self.title,
@@ -486,6 +499,9 @@ class Finding:
             "recommendation": self.recommendation,
             "evidence": [e.to_dict() for e in self.evidence],
         }
+        if self.explained_by is not None:  # written only when set: unexplained findings read as before
+            out["explained_by"] = self.explained_by
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finding:
@@ -500,6 +516,7 @@ class Finding:
             str(data.get("message", "")),
             str(data.get("recommendation", "")),
             tuple(Evidence.from_dict(e) for e in data.get("evidence", ())),
+            None if data.get("explained_by") is None else str(data["explained_by"]),
         )
 
 
@@ -594,7 +611,8 @@ class HealthReport:
 
     @property
     def problems(self) -> tuple[Finding, ...]:
-        """Warning and critical findings, worst first."""
+        """Warning and critical findings that no other finding explains, worst first: what
+        becomes tags, the status, alerts and the exit code."""
         found = [f for f in self.findings if f.is_problem]
         return tuple(sorted(found, key=lambda f: -LEVEL_RANK[f.level]))
 
@@ -609,8 +627,9 @@ class HealthReport:
             return ERROR
         if self.loss_key is None:
             return UNKNOWN
-        worst = max((LEVEL_RANK[f.level] for f in self.findings), default=0)
-        return {0: OK, 1: WARNING, 2: CRITICAL}[max(worst, 0)]
+        # Explained findings are symptoms of one of these problems: they do not raise the status.
+        worst = max((LEVEL_RANK[f.level] for f in self.problems), default=0)
+        return {0: OK, 1: WARNING, 2: CRITICAL}[worst]
 
     @property
     def scores(self) -> dict[str, float | None]:
@@ -620,7 +639,8 @@ class HealthReport:
         return next((f for f in self.findings if f.id == diagnosis_id), None)
 
     def to_dict(self, full: bool = False) -> dict[str, Any]:
-        """The contract's JSON object for one run; ``full`` adds ok/skipped/error findings.
+        """The contract's JSON object for one run; ``full`` adds ok/skipped/error findings and
+        the explained ones (with ``explained_by``).
 
         ``HealthReport.from_dict(report.to_dict(full=True)) == report``. Without ``full`` the
         round trip keeps the status (``failures`` still names every failed stage) but drops the

@@ -230,5 +230,6 @@ def score_run(view: RoleView, findings: Sequence[Finding],
     available = [d.score for d in dims if d.score is not None]
     if not available:
         return None, dims
-    penalty = sum(t.penalty_critical if f.level == CRITICAL else t.penalty_warning for f in findings if f.level in (CRITICAL, WARNING))
+    # Only problems cost points: an explained symptom is its explainer's, which already paid.
+    penalty = sum(t.penalty_critical if f.level == CRITICAL else t.penalty_warning for f in findings if f.is_problem)
     return _clip(float(np.mean(available)) - penalty), dims

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ..schema import CRITICAL, DIMENSIONS, ERROR, OK, UNKNOWN, WARNING, Evidence, HealthReport
+from ..schema import CRITICAL, DIMENSIONS, ERROR, OK, UNKNOWN, WARNING, Evidence, Finding, HealthReport
 
 FORMATS = ("table", "markdown", "json")
 _SHORT = {
@@ -32,6 +32,15 @@ def evidence_line(e: Evidence) -> str:
     obs = f"{e.observed:.4g}" if e.observed is not None else "n/a"
     detail = f" — {e.detail}" if e.detail else ""
     return f"{e.metric}{steps}: {obs}{vs}{detail}"
+
+
+def explained_findings(report: HealthReport) -> list[Finding]:
+    """The warning/critical symptoms another finding explains: shown, never tagged or counted."""
+    return [f for f in report.findings if f.is_explained]
+
+
+def explained_text(f: Finding) -> str:
+    return f"explained by {f.explained_by}"
 
 
 def by_score(reports: Sequence[HealthReport]) -> list[HealthReport]:
@@ -79,7 +88,8 @@ def to_table(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] =
     if verbose:
         for r in reports:
             failed = r.status in (ERROR, UNKNOWN)
-            if not r.problems and not r.notes and not failed:
+            explained = explained_findings(r)
+            if not r.problems and not explained and not r.notes and not failed:
                 continue
             lines.append("")
             # A local run says which file it came from: two runs can share a name (every HF output has one).
@@ -92,6 +102,8 @@ def to_table(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] =
                 for e in f.evidence:
                     lines.append(f"      · {evidence_line(e)}")
                 lines.append(f"      fix: {f.recommendation}")
+            for f in explained:
+                lines.append(f"  ({f.level}) {f.id}: {explained_text(f)}: {f.message}")
             for note in r.notes:
                 lines.append(f"  note: {note}")
     for err in errors:
@@ -151,7 +163,8 @@ def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]
         out.append(f"| {name} | {_num(r.score)} | {dims} | {status} | {ids} |{dash}")
     for r in reports:
         failed = r.status in (ERROR, UNKNOWN)
-        if not r.problems and not failed:
+        explained = explained_findings(r)
+        if not r.problems and not explained and not failed:
             continue
         out.append("")
         out.append(f"### {_md_escape(r.run.name or r.run.id)}")
@@ -162,6 +175,8 @@ def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]
             for e in f.evidence:
                 out.append(f"  - {_md_escape(evidence_line(e))}")
             out.append(f"  - *Fix:* {_md_escape(f.recommendation)}")
+        for f in explained:
+            out.append(f"- ({f.level}) `{f.id}` — {_md_escape(explained_text(f))}: {_md_escape(f.message)}")
     if errors:
         out.append("")
         out.append("### Errors")

@@ -31,6 +31,7 @@ import pyarrow as pa
 from ...schema import RunHistory
 from ._common import Origin, mtime, stable_id
 from ._errors import SUPPORTED, InputError, NotMetrics
+from ._hparams import sibling_hparams
 from ._json import json_document_histories
 from ._mlflow import is_run_folder, read_run
 from ._tables import table_histories
@@ -211,9 +212,11 @@ def _read_one(path: Path, step_column: str | None, in_folder: bool) -> list[RunH
         return table_histories(table, Origin.for_file(path), step_column=step_column,
                                require_step=in_folder, notes=tuple(notes))
     table, notes = read_csv(path, sniffed)
+    # Lightning's CSVLogger writes the run's hyper-parameters beside its metrics.csv.
+    hparams, hparams_notes = sibling_hparams(path)
     try:
-        return table_histories(table, Origin.for_file(path), step_column=step_column,
-                               require_step=in_folder, notes=tuple(notes))
+        return table_histories(table, Origin.for_file(path, config=hparams), step_column=step_column,
+                               require_step=in_folder, notes=(*notes, *hparams_notes))
     except InputError as exc:
         hint = _separator_hint(sniffed, table.num_columns)
         if not hint:

@@ -14,7 +14,7 @@ from typing import Any
 from ... import __version__
 from ...roles import resolve
 from ...schema import DIMENSIONS, ERROR, OK, SKIPPED, HealthReport, RunHistory
-from ..formats import evidence_line
+from ..formats import evidence_line, explained_text
 from . import _plotlyjs, _status
 from ._assets import CSP, CSP_SHARED_SCRIPT, CSS, RUN_JS
 from ._encode import esc, safe_url, script_json
@@ -175,7 +175,10 @@ def findings_section(report: HealthReport, panels: list[Panel]) -> str:
     passed = sum(f.level == OK for f in others)
     skipped = sum(f.level == SKIPPED for f in others)
     failed = sum(f.level == ERROR for f in others)
+    explained = sum(f.is_explained for f in others)
     counts = f"{passed} passed, {skipped} skipped (data not logged or too short), {failed} could not run"
+    if explained:
+        counts += f", {explained} explained by another finding"
     box = ""
     if not shown.healthy and shown.css == "other":
         box = (f'<div class="status-box" id="status-reason" data-status="{esc(shown.status)}">'
@@ -197,7 +200,9 @@ def findings_section(report: HealthReport, panels: list[Panel]) -> str:
     rest = ""
     if others:
         lines = "".join(f'<li><span class="badge {esc(f.level)}">{esc(f.level)}</span> <code>{esc(f.id)}</code> '
-                        f'{esc(f.message)}</li>' for f in others)
+                        + (f'<em class="explained" data-explained-by="{esc(f.explained_by)}">{esc(explained_text(f))}</em> '
+                           if f.is_explained else "")
+                        + f'{esc(f.message)}</li>' for f in others)
         rest = (f'<details id="other-checks"><summary>Checks without a finding ({len(others)}): {esc(counts)}</summary>'
                 f'<ul class="notes">{lines}</ul></details>')
     notes = ""

@@ -1,0 +1,178 @@
+"""One cause, one finding: mark a symptom that a stronger finding on the same run explains.
+
+Several diagnoses can fire on one fault. A loss that blows up before it turns NaN also "oscillates"
+and "converges slowly"; a network whose early layers get no gradient falls slowly; a multi-task
+total loss dominated by one unscaled term moves as that term does. Tagging each symptom as its own
+problem sends the user after three faults where there is one. :func:`explain` sets
+``Finding.explained_by`` on such a symptom; the schema then leaves it out of
+``HealthReport.problems`` (tags, status, alerts, score, exit code) while ``--full`` output keeps it,
+marked "explained by <id>".
+
+The rules are one declared table, :data:`RULES` (docs list them from it). Two guards hold for every
+rule, so that explaining can never make a run look healthier than its strongest finding says:
+
+* the explainer must itself be a problem (warning/critical, not explained), and at least as severe
+  as the symptom — a warning never hides a critical finding, so the run's status never drops;
+* explainers are never explained themselves (no rule lists them as a symptom), so there are no chains.
+
+A symptom is explained by the first rule in table order whose condition holds. Nothing here creates,
+removes or re-levels a finding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .diagnoses._thresholds import knob
+from .roles import RoleView
+from .schema import LEVEL_RANK, Finding
+
+ID = "explain"  # the section name in ``[thresholds.explain]``
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    blowup_window_share: float = knob(
+        0.1, "nonfinite explains a symptom whose evidence reaches within this share of the run before the blow-up's onset")
+
+
+DEFAULTS = Thresholds()
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _starts(f: Finding) -> list[float]:
+    return [e.step_start for e in f.evidence if _finite(e.step_start)]
+
+
+def _ends(f: Finding) -> list[float]:
+    """Where each evidence item ends (its start when it has no end)."""
+    out = []
+    for e in f.evidence:
+        end = e.step_end if _finite(e.step_end) else e.step_start
+        if _finite(end):
+            out.append(end)
+    return out
+
+
+# The nonfinite evidence codes that mark where a blow-up began: the gradient-norm spike before the
+# first NaN, the first non-finite value, the start of an explosion without NaN.
+ONSET_CODES = ("grad_norm_spike_before_nonfinite", "nonfinite_value", "grad_norm_explosion")
+
+
+def blowup_onset(nonfinite: Finding) -> float | None:
+    """The step the blow-up began: the earliest start among the nonfinite finding's onset evidence
+    (:data:`ONSET_CODES`). Without any, the latest start of its evidence: evidence that only gives
+    context (a baseline measured from the run's start) must not move the onset back to step 0."""
+    onset = [e.step_start for e in nonfinite.evidence if e.code in ONSET_CODES and _finite(e.step_start)]
+    if onset:
+        return min(onset)
+    starts = _starts(nonfinite)
+    return max(starts) if starts else None
+
+
+def _blowup_window_start(nonfinite: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> float | None:
+    onset = blowup_onset(nonfinite)
+    if onset is None:
+        return None
+    loss = view.series("train_loss")
+    first = float(loss.steps[0]) if loss is not None and len(loss) else min(_starts(nonfinite) + _starts(symptom), default=onset)
+    return onset - t.blowup_window_share * max(onset - first, 0.0)
+
+
+def reaches_blowup(nonfinite: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
+    """The symptom's evidence runs into the blow-up: its latest evidence ends at or after the
+    start of the blow-up window. A symptom whose evidence all ends well before it is independent."""
+    window = _blowup_window_start(nonfinite, symptom, view, t)
+    ends = _ends(symptom)
+    return window is not None and bool(ends) and max(ends) >= window
+
+
+def starts_in_blowup(nonfinite: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
+    """The symptom began in the blow-up: its earliest evidence starts at or after the start of the
+    blow-up window (overfitting's evidence always runs to the last evaluation, so where the val
+    loss turned upward is what tells a rise caused by the blow-up from real overfitting)."""
+    window = _blowup_window_start(nonfinite, symptom, view, t)
+    starts = _starts(symptom)
+    return window is not None and bool(starts) and min(starts) >= window
+
+
+def overlaps(explainer: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
+    """The two findings' evidence spans share steps (a finding without step ranges spans the run)."""
+    a0, a1 = _starts(explainer), _ends(explainer)
+    b0, b1 = _starts(symptom), _ends(symptom)
+    if not (a0 and a1 and b0 and b1):
+        return True
+    return min(a0) <= max(b1) and min(b0) <= max(a1)
+
+
+def on_total_loss(explainer: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
+    """The symptom was measured on the run's total training loss, not on one of the task losses:
+    the total is the sum the dominating term drives."""
+    total = view.key("train_loss")
+    tasks = {key for _, key, _ in view.group("task_losses")}
+    if total is None or total in tasks:
+        return False
+    metrics = {e.metric for e in symptom.evidence}
+    return total in metrics
+
+
+Condition = Callable[[Finding, Finding, RoleView, Thresholds], bool]
+
+
+@dataclass(frozen=True)
+class Rule:
+    explainer: str
+    explained: tuple[str, ...]
+    condition: Condition
+    when: str  # the condition in words (docs)
+    why: str  # why the explainer is the cause (docs)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("nonfinite", ("loss-oscillation", "slow-convergence", "periodic-spikes"), reaches_blowup,
+         "the symptom's evidence reaches the blow-up window (the last `blowup_window_share` of the run before the onset)",
+         "a run blowing up bounces, stalls and spikes on its way to NaN or divergence: those are the blow-up seen "
+         "early, and its fix (clipping, a lower LR, the bad batch) is the fix"),
+    Rule("nonfinite", ("overfitting",), starts_in_blowup,
+         "the val loss's rise began inside the blow-up window",
+         "a val loss that turns up only as the run blows up is the blow-up, not memorisation; a rise that began "
+         "well before it is real overfitting and stays"),
+    Rule("vanishing-gradients", ("slow-convergence", "loss-oscillation"), overlaps,
+         "their evidence spans share steps",
+         "a network whose early layers get no gradient learns slowly or stalls: the slow fall is the vanishing "
+         "gradient's symptom, and normalisation, residuals or a better init is the fix"),
+    Rule("task-imbalance", ("loss-oscillation", "slow-convergence"), on_total_loss,
+         "the symptom was measured on the total training loss (not a task's loss)",
+         "one term dominating the total drives how the total moves: rescaling that term is the fix"),
+)
+
+
+def explain(findings: Sequence[Finding], view: RoleView, thresholds: Thresholds = DEFAULTS) -> tuple[Finding, ...]:
+    """The findings in their order, each symptom a rule explains marked with ``explained_by``."""
+    by_id = {f.id: f for f in findings if f.is_problem}
+    out = []
+    for f in findings:
+        if f.is_problem:
+            for rule in RULES:
+                explainer = by_id.get(rule.explainer)
+                if (f.id in rule.explained and explainer is not None and explainer.id != f.id
+                        and LEVEL_RANK[explainer.level] >= LEVEL_RANK[f.level]
+                        and rule.condition(explainer, f, view, thresholds)):
+                    f = dataclasses.replace(f, explained_by=explainer.id)
+                    break
+        out.append(f)
+    return tuple(out)
+
+
+def rules_markdown() -> str:
+    """The rules table as docs/design.md shows it (a test keeps the two the same)."""
+    rows = ["| explainer | explains | when | why |", "|---|---|---|---|"]
+    for r in RULES:
+        rows.append(f"| `{r.explainer}` | {', '.join(f'`{s}`' for s in r.explained)} | {r.when} | {r.why} |")
+    return "\n".join(rows)
