@@ -434,7 +434,13 @@ def _real(rel: str) -> Path:
 
 @needs_realworld
 def test_realworld_every_entry_parses():
-    runs, errors = collect_histories(REALWORLD)
+    # The set shared/realworld/README.md lists; `more/` holds logs collected later for the public-log
+    # evaluation (evidence/public), asserted there.
+    runs, errors = [], []
+    for folder in sorted(p for p in REALWORLD.iterdir() if p.is_dir() and p.name != "more"):
+        found, failed = collect_histories(folder)
+        runs.extend(found)
+        errors.extend(failed)
     try:
         import tensorboard  # noqa: F401
     except ImportError:  # without the extra, the one event file is an error that names the fix
