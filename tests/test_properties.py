@@ -42,12 +42,16 @@ def test_any_history_analyzes_without_error_and_scores_stay_in_range(history):
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(values, min_size=30, max_size=400), st.integers(min_value=1, max_value=50))
-def test_a_loss_with_nonfinite_values_is_always_critical(vals, stride):
+def test_a_loss_with_nonfinite_values_is_always_critical_and_a_finite_one_never_reads_as_nan(vals, stride):
     arr = np.array(vals, dtype=float)
     steps = np.arange(len(arr)) * stride
     h = RunHistory.from_series(REF, {"loss": (steps, arr)})
     finding = analyze(h).finding("nonfinite")
-    assert (finding.level == "critical") == (not np.isfinite(arr).all())
+    codes = {e.code for e in finding.evidence}
+    if not np.isfinite(arr).all():
+        assert finding.level == "critical" and "nonfinite_value" in codes
+    else:  # a finite loss may still have diverged (a finite blow-up), but never reads as NaN
+        assert "nonfinite_value" not in codes and (finding.level != "critical" or "loss_divergence" in codes)
 
 
 

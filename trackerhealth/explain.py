@@ -62,7 +62,8 @@ def _ends(f: Finding) -> list[float]:
 
 # The nonfinite evidence codes that mark where a blow-up began: the gradient-norm spike before the
 # first NaN, the first non-finite value, the start of an explosion without NaN.
-ONSET_CODES = ("grad_norm_spike_before_nonfinite", "nonfinite_value", "grad_norm_explosion")
+ONSET_CODES = ("grad_norm_spike_before_nonfinite", "nonfinite_value", "grad_norm_explosion", "loss_divergence",
+               "grad_norm_spike_before_divergence")
 
 
 def blowup_onset(nonfinite: Finding) -> float | None:

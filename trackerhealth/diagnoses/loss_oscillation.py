@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 from .. import stats
 from ..roles import RoleView
@@ -55,6 +56,14 @@ class Thresholds:
     early_share: float = knob(0.1, "share of the run at the start searched for an overshoot")
     early_min_points: int = knob(5, "points searched for an overshoot at least")
     min_val_points: int = knob(4, "finite val-loss points needed to report the val instability evidence")
+    no_learning: float = knob(0.05, "a loss whose end level is within this share of its start never learned (flat from the first step)")
+    no_learning_val: float = knob(0.05, "unless its val loss fell by more than this share")
+    wander_ratio: float = knob(0.08, "over the second half, a smoothed level wandering about its slow trend by more than this share of it is bouncing")
+    wander_window_share: float = knob(0.03, "share of the run a smoothed level is taken over (batch noise averages out, bounces do not)")
+    trend_window_share: float = knob(0.25, "share of the run the slow trend is taken over")
+    bounce_max_improvement: float = knob(0.6, "a bouncing loss that improved more than this share has learned: its swings are about a low level")
+    stalled_bins: int = knob(30, "bins of the second half whose medians its trend line is fitted through")
+    stalled_t: float = knob(2.0, "the second half is stalled unless its binned trend t statistic is at most -stalled_t")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -75,7 +84,18 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
 
     rising = improvement < -thresholds.rise
     unstable = overshoot >= thresholds.blowup or ratio > thresholds.fluctuation_ratio
-    if not (rising or (unstable and improvement < thresholds.max_improvement)):
+    wander = _wander(v[half:], len(v), thresholds)
+    stalled = _stalled(s[half:], v[half:], thresholds)
+    bouncing = wander > thresholds.wander_ratio and stalled and improvement < thresholds.bounce_max_improvement
+    # Flat from the first step and not falling steadily either (a steady crawl is slow-convergence).
+    flat = abs(improvement) < thresholds.no_learning and _stalled(s, v, thresholds) and not _val_fell(history, thresholds)
+    if flat and not (rising or unstable or bouncing):
+        evidence = [Evidence(key, improvement, thresholds.no_learning, float(s[0]), float(s[-1]), "no_learning",
+                             f"loss {c.fmt(head)} at the start, {c.fmt(tail)} at the end")]
+        message = (f"{key} never learned: it sits at {c.fmt(tail)} from step {c.fmt_step(s[0])} to {c.fmt_step(s[-1])}, within "
+                   f"{c.fmt(100 * abs(improvement))}% of where it started.")
+        return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
+    if not (rising or bouncing or (unstable and improvement < thresholds.max_improvement)):
         return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}%; swings {c.fmt(100 * ratio)}% of its level; "
                            f"early peak {c.fmt(overshoot)}x its start")
 
@@ -86,6 +106,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                  f"swings of {c.fmt(noise)} about a moving level of {c.fmt(moving)}"),
         Evidence(key, overshoot, thresholds.blowup, float(s[0]), float(s[tenth - 1]), "early_overshoot",
                  "highest loss in the first tenth of the run over its starting level"),
+        Evidence(key, wander, thresholds.wander_ratio, float(s[half]), float(s[-1]), "level_wander",
+                 "smoothed loss level wandering about its slow trend, relative to it" + ("; the second half does not fall" if stalled else "")),
     ]
     val = history.series("val_loss")
     if val is not None and len(val.finite()) >= thresholds.min_val_points:
@@ -102,7 +124,43 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
             how.append(f"shot up to {c.fmt(overshoot)}x its starting level early on")
         if ratio > thresholds.fluctuation_ratio:
             how.append(f"swings by {c.fmt(100 * ratio)}% of its level")
+        if bouncing:
+            how.append(f"its smoothed level bounces by {c.fmt(100 * wander)}% without falling over the second half")
         message = (f"{key} is stuck near {c.fmt(tail)}, only {c.fmt(100 * improvement)}% below its start {c.fmt(head)}, and it "
                    f"{' and '.join(how)}: the optimizer is overshooting instead of descending.")
     critical = rising or ratio > thresholds.critical_ratio
     return c.problem(_SELF, critical, message, RECOMMENDATION, evidence)
+
+
+def _wander(v: np.ndarray, run_points: int, thresholds: Thresholds) -> float:
+    """How far a short moving median of the loss strays from a long one, relative to the level.
+
+    Batch noise is averaged out by the short median; a loss bouncing under too high a learning rate
+    keeps its excursions, which last many steps. Scale-free: median |short - long| over median |long|.
+    """
+    short = max(thresholds.window, int(run_points * thresholds.wander_window_share))
+    long = max(2 * short + 1, int(run_points * thresholds.trend_window_share))
+    if len(v) < long:
+        return 0.0
+    level = stats.rolling_median(v, short)
+    trend = stats.rolling_median(v, long)
+    scale = float(np.median(np.abs(trend)))
+    return float(np.median(np.abs(level - trend)) / scale) if scale > 0 else 0.0
+
+
+def _stalled(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> bool:
+    """The second half makes no significant progress: its binned trend is not clearly negative."""
+    b = stats.binned(s, v, min(thresholds.stalled_bins, len(v)))
+    if len(b.median) < thresholds.early_min_points:
+        return False
+    fit = scipy_stats.linregress(b.steps, b.median)
+    t = fit.slope / fit.stderr if fit.stderr > 0 else (-np.inf if fit.slope < 0 else 0.0)
+    return bool(t > -thresholds.stalled_t)
+
+
+def _val_fell(history: RoleView, thresholds: Thresholds) -> bool:
+    val = history.series("val_loss")
+    if val is None or len(val.finite()) < thresholds.min_val_points:
+        return False
+    head, tail = stats.head_tail(val.finite().values, thresholds.head_share, thresholds.tail_share)
+    return bool(head > 0 and (head - tail) / head > thresholds.no_learning_val)

@@ -58,6 +58,14 @@ class Thresholds:
     persist_tail_share: float = knob(0.1, "share of the run at the end where non-finite gradient norms count as persisting")
     persist_tail_min_points: int = knob(3, "points at the end where non-finite gradient norms count as persisting, at least")
     persist_fraction: float = knob(0.5, "non-finite gradient norms persist when more than this fraction of that end is non-finite")
+    learned_share: float = knob(0.3, "divergence needs a loss that had first fallen by this share of its start")
+    rebound: float = knob(0.5, "a loss level that climbs back this share of the way from its lowest level to its start has diverged")
+    jump_share: float = knob(0.05, "the climb back happens within this share of the run (a slow rise is not a blow-up)")
+    level_blocks: int = knob(100, "blocks the train loss is cut into; a block's median is its level (a lone bad batch does not move it)")
+    min_level_points: int = knob(3, "points per loss block at least")
+    persist_levels: int = knob(2, "consecutive loss levels that must stay above the rebound line")
+    min_level_blocks: int = knob(8, "loss blocks needed to look for a divergence")
+    max_episodes: int = knob(2, "a loss that climbs back above the rebound line more often than this is bouncing (loss-oscillation), not blowing up")
 
 
 def _first_nonfinite(view: RoleView, role: str):
@@ -124,6 +132,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         message = f"{first.metric} became {first.detail.split(' are ')[-1]} at step {c.fmt_step(first_bad_step)}{detail}; every step after it is wasted."
         return c.problem(module, True, message, RECOMMENDATION, evidence)
 
+    diverged = _divergence(history, thresholds)
+    if diverged is not None:
+        return diverged
+
     # No NaN: look for an exploding gradient norm.
     if grad is None:
         return c.ok(module, "no NaN/Inf in the logged losses (no gradient norm logged to check for explosions)")
@@ -153,6 +165,69 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         f"{c.fmt(ratio[worst])}x its earlier median {c.fmt(ref[worst])}; no NaN yet."
     )
     return c.problem(module, critical, message, RECOMMENDATION, [ev])
+
+
+def _divergence(history: RoleView, thresholds: Thresholds) -> Finding | None:
+    """A finite blow-up: the loss had learned, then its level jumped most of the way back to where it
+    started, fast (an exploding update, an LR spike at a restart, an fp16 loss-scale collapse).
+
+    The level is the median of blocks, so one bad batch (a periodic spike) does not count; the jump
+    must happen within ``jump_share`` of the run (a slow climb is a rising loss, not a blow-up) and
+    hold for ``persist_levels`` blocks. The onset is the block where the climb started, moved to a
+    gradient-norm spike there when one is logged.
+    """
+    loss = history.series("train_loss")
+    if loss is None:
+        return None
+    loss = loss.finite()
+    n_blocks = min(thresholds.level_blocks, len(loss) // thresholds.min_level_points)
+    if n_blocks < thresholds.min_level_blocks:
+        return None
+    b = stats.binned(loss.steps, loss.values, n_blocks)
+    level, steps = b.median, b.steps
+    start = float(level[0])
+    lowest = np.minimum.accumulate(level)
+    fallen = start - lowest
+    with np.errstate(invalid="ignore", divide="ignore"):
+        back = np.where(fallen > thresholds.learned_share * abs(start), (level - lowest) / fallen, 0.0)
+    above = back >= thresholds.rebound
+    episodes = int(np.count_nonzero(above[1:] & ~above[:-1]) + above[0])
+    if episodes > thresholds.max_episodes:
+        return None  # repeated climbs are an oscillating loss; loss-oscillation reports those
+    width = max(1, int(round(thresholds.jump_share * len(level))))
+    for k in np.flatnonzero(above):
+        if k + thresholds.persist_levels > len(level) or not above[k:k + thresholds.persist_levels].all():
+            continue
+        low_at = int(np.argmin(level[max(0, k - width):k + 1])) + max(0, k - width)
+        if level[low_at] > lowest[k] + (1 - thresholds.rebound) * fallen[k]:
+            continue  # the climb from the bottom took longer than jump_share of the run
+        onset = float(steps[low_at])
+        detail = ""
+        grad = history.series("grad_norm")
+        spiked = grad is None  # without a logged gradient norm the loss alone must tell
+        evidence = [Evidence(history.key("train_loss"), float(level[k]), float(lowest[k] + thresholds.rebound * fallen[k]), onset,
+                             float(steps[k]), "loss_divergence",
+                             f"loss level {c.fmt(lowest[k])} → {c.fmt(level[k])}, {c.fmt(100 * back[k])}% of the way back to its start {c.fmt(start)}")]
+        if grad is not None:
+            g = grad.finite()
+            near = (g.steps >= onset) & (g.steps <= steps[k])
+            earlier = g.steps < onset
+            if near.any() and earlier.sum() >= thresholds.min_points_before:
+                base = float(np.median(g.values[earlier]))
+                peak_i = int(np.argmax(np.where(near, g.values, -np.inf)))
+                peak = float(g.values[peak_i])
+                if base > 0 and peak > thresholds.spike_factor * base:
+                    onset = float(g.steps[peak_i])
+                    evidence.append(Evidence(history.key("grad_norm"), peak, thresholds.spike_factor * base, onset, float(steps[k]),
+                                             "grad_norm_spike_before_divergence", f"{c.fmt(peak / base)}x the median {c.fmt(base)}"))
+                    detail = f", after the gradient norm spiked to {c.fmt(peak / base)}x its median"
+                    spiked = True
+        if not spiked:
+            return None  # a jump with a calm gradient norm is not an exploding update
+        message = (f"{history.key('train_loss')} diverged at step {c.fmt_step(onset)}{detail}: its level jumped from {c.fmt(lowest[k])} "
+                   f"back to {c.fmt(level[k])} (its start was {c.fmt(start)}) without a NaN; the updates blew the model up.")
+        return c.problem(_SELF, True, message, RECOMMENDATION, evidence)
+    return None
 
 
 def _running_median(v: np.ndarray, blocks: int) -> np.ndarray:

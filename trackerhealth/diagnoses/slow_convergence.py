@@ -53,6 +53,10 @@ class Thresholds:
     settle_share: float = knob(0.1, "share at the start where a run settles, left out of the fit")
     min_bins: int = knob(6, "bins left after the settling share needed to fit a line")
     min_val_points: int = knob(5, "finite val-loss points needed to fit the val line")
+    back_loaded: float = knob(0.3, "a fall whose first half took more than this share of the run is back-loaded: a healthy loss bends early")
+    back_loaded_max_improvement: float = knob(0.8, "a back-loaded fall larger than this share of the start reached a low loss: not slow")
+    max_swing: float = knob(0.2, "a back-loaded fall counts only when the second half swings by less than this share of its level (a bouncing loss is loss-oscillation)")
+    swing_window: int = knob(5, "points of the short moving level those swings are measured about")
     line_max_points: int = knob(4000, "cost bound: a longer series is fitted through line_bins bin medians instead")
     line_bins: int = knob(2000, "bins a series longer than line_max_points is reduced to before the fit")
 
@@ -78,6 +82,21 @@ def _val_line(history: RoleView, death: float, thresholds: Thresholds):
     return _line(val.steps, val.values, thresholds)
 
 
+def _half_fall_share(loss, thresholds: Thresholds) -> tuple[float, float]:
+    """Share of the run it took the loss (its lowest binned level so far) to cover half its total fall,
+    and that fall as a share of the start. A healthy loss bends early (a small share); a loss crawling
+    down at a constant rate, or sitting on a plateau before a late drop, takes half the run or more."""
+    b = stats.binned(loss.steps, loss.values, thresholds.bins)
+    level = np.minimum.accumulate(b.median)
+    start, end = float(b.median[0]), float(level[-1])
+    fall = start - end
+    if not (start > 0 and fall > 0) or len(level) < thresholds.min_bins:
+        return 0.0, 0.0
+    span = b.steps[-1] - b.steps[0]
+    half_at = b.steps[int(np.argmax(start - level >= fall / 2))]
+    return float((half_at - b.steps[0]) / span) if span > 0 else 0.0, fall / start
+
+
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
     loss, reason = c.judged_loss(history, thresholds.min_points)
     if loss is None:
@@ -100,11 +119,29 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     val_line = _val_line(history, float(loss.steps[-1]), thresholds)
     val_improvement = (val_line[2] - val_line[3]) / val_line[2] if val_line and val_line[2] > 0 else None
 
+    half_share, total_fall = _half_fall_share(loss, thresholds)
+    still_falling = t_tail <= -thresholds.min_t_tail
+    noise, moving = stats.local_noise(loss.values[len(loss) // 2:], thresholds.swing_window)
+    calm = bool(moving and np.isfinite(noise) and noise / moving < thresholds.max_swing)
+    back_loaded = (half_share >= thresholds.back_loaded and still_falling and calm
+                   and 0 < total_fall < thresholds.back_loaded_max_improvement)
     train_falls = t_all <= -thresholds.min_t and t_tail <= -thresholds.min_t_tail
     val_falls = val_line is not None and val_line[1] <= -thresholds.min_val_t
     small = 0 < improvement < thresholds.max_improvement and (val_improvement is None or val_improvement < thresholds.max_improvement)
+    if back_loaded and not ((train_falls or val_falls) and small):
+        evidence = [
+            Evidence(key, half_share, thresholds.back_loaded, float(loss.steps[0]), float(loss.steps[-1]), "back_loaded_fall",
+                     f"half of the loss' fall ({c.fmt(100 * total_fall)}% of its start) took {c.fmt(100 * half_share)}% of the run"),
+            Evidence(key, t_tail, -thresholds.min_t_tail, float(s[half]), float(s[-1]), "still_falling",
+                     "trend t statistic of the binned loss over its second half"),
+        ]
+        message = (f"{key} falls at an almost constant rate instead of bending: half of its fall of {c.fmt(100 * total_fall)}% took "
+                   f"{c.fmt(100 * half_share)}% of the run, and it is still falling at the end. A well-set-up run covers most of "
+                   "its fall early.")
+        return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
     if not ((train_falls or val_falls) and small):
-        return c.ok(_SELF, f"{key} fitted improvement {c.fmt(100 * improvement)}% after the first tenth (trend t={c.fmt(t_all)})")
+        return c.ok(_SELF, f"{key} fitted improvement {c.fmt(100 * improvement)}% after the first tenth (trend t={c.fmt(t_all)}); "
+                           f"half of its fall took {c.fmt(100 * half_share)}% of the run")
 
     # At the end-of-run slope, how many runs of this length to reach half the current loss? A
     # loss that would halve within a few more such runs (a language model's power law) is slow
