@@ -86,7 +86,6 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     grad = history.series("grad_norm")
     evidence: list[Evidence] = []
     first_bad_step = None
-    overflow_note = ""
     # A non-finite gradient norm while the loss stays finite is usually a mixed-precision loss
     # scaler skipping an overflow step (the update is dropped, training goes on): it only kills
     # the run when it persists to the end.
@@ -95,9 +94,16 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         bad = ~np.isfinite(grad.values)
         tail = bad[-max(thresholds.persist_tail_min_points, int(len(bad) * thresholds.persist_tail_share)):]
         if bad.any() and not tail.mean() > thresholds.persist_fraction:
-            roles = loss_roles
-            overflow_note = (f"; {int(bad.sum())} non-finite gradient norm(s) while the loss stayed finite look like "
-                             "mixed-precision overflow steps skipped by the loss scaler")
+            # Not dead, but not nothing either: HF's Trainer hides a NaN loss from its log by default
+            # (logging_nan_inf_filter) and only the gradient norm still shows it. A warning names both
+            # readings; a loss scaler skipping overflow steps is the benign one.
+            first = float(grad.steps[np.flatnonzero(bad)[0]])
+            ev = Evidence(history.key("grad_norm"), float(grad.values[bad][0]), None, first, float(grad.steps[np.flatnonzero(bad)[-1]]),
+                          "nonfinite_grad_norm", f"{int(bad.sum())} of {len(bad)} gradient norms are NaN/Inf while the logged loss stays finite")
+            message = (f"{history.key('grad_norm')} became NaN/Inf at step {c.fmt_step(first)} ({int(bad.sum())} time(s)) while the logged "
+                       "loss stayed finite: either a mixed-precision loss scaler skipped overflow steps (benign if rare), or the loss "
+                       "went NaN and the logger filtered it out (HF's logging_nan_inf_filter is on by default).")
+            return c.problem(module, False, message, RECOMMENDATION, [ev])
     for role in roles:
         hit = _first_nonfinite(history, role)
         if hit is None:
@@ -152,7 +158,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     ratio[: max(int(len(v) * thresholds.ignore_first), thresholds.ignore_min_blocks)] = 0.0
     worst = int(np.argmax(ratio))
     if ratio[worst] <= thresholds.spike_factor:
-        return c.ok(_SELF, f"no NaN/Inf loss; gradient-norm level at most {c.fmt(ratio[worst])}x its earlier median" + overflow_note)
+        return c.ok(_SELF, f"no NaN/Inf loss; gradient-norm level at most {c.fmt(ratio[worst])}x its earlier median")
     spikes = np.flatnonzero(ratio > thresholds.spike_factor)
     critical = ratio[worst] > thresholds.critical_factor
     ev = Evidence(

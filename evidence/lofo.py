@@ -1,0 +1,149 @@
+"""Leave-one-family-out on the torch corpus: ``python -m evidence.lofo [--write]``.
+
+For each family F of the corpus, every diagnosis' tunable thresholds (:data:`GRID`, a few values
+around the shipped default) are chosen on the OTHER families only — the grid point with the best F1
+there, ties going to the shipped default and then to the smallest change — and the held-out family
+is then scored with those thresholds by the full analysis (all diagnoses, explain, corroboration).
+The pooled held-out figures are what this corpus says about runs the thresholds were not chosen on.
+``--write`` stores the choices and the tables in ``evidence/torch/lofo.json`` (the test re-derives
+and checks them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from trackerhealth import diagnoses
+from trackerhealth.adapters.files import read_histories
+from trackerhealth.config import Config
+from trackerhealth.engine import analyze
+from trackerhealth.roles import resolve
+from trackerhealth.schema import RunHistory
+
+from .score import Case, healthy_flagged, macro_f1, render, table
+from .torch import manifest
+
+TORCH = Path(__file__).parent / "torch"
+RESULT = TORCH / "lofo.json"
+
+# The knobs a fold may move, each over a few values that bracket the shipped default.
+GRID: dict[str, dict[str, tuple]] = {
+    "loss-oscillation": {"wander_ratio": (0.05, 0.08, 0.12), "max_improvement": (0.3, 0.45, 0.6)},
+    "slow-convergence": {"back_loaded": (0.2, 0.3, 0.4), "max_improvement": (0.1, 0.15, 0.25)},
+    "nonfinite": {"rebound": (0.35, 0.5, 0.7), "spike_factor": (10.0, 30.0)},
+    "overfitting": {"min_rise": (0.05, 0.1, 0.2), "min_ratio": (1.1, 1.2, 1.5)},
+    "periodic-spikes": {"z": (4.0, 6.0, 8.0), "min_coverage": (0.7, 0.85)},
+    "vanishing-gradients": {"ratio": (1e-5, 1e-4, 1e-3)},
+    "input-bottleneck": {"data_over_compute": (0.5, 1.0, 2.0)},
+    "task-imbalance": {"dominant_share": (0.8, 0.9, 0.95)},
+}
+
+
+@lru_cache(maxsize=1)
+def corpus() -> tuple[tuple[dict, RunHistory], ...]:
+    out = []
+    for entry in manifest.load():
+        histories = read_histories(TORCH / entry["file"])
+        if len(histories) != 1:
+            raise ValueError(f"{entry['name']}: {entry['file']} holds {len(histories)} runs, expected 1")
+        out.append((entry, histories[0]))
+    return tuple(out)
+
+
+def _points(diag_id: str):
+    grid = GRID[diag_id]
+    names = list(grid)
+    for values in itertools.product(*(grid[n] for n in names)):
+        yield dict(zip(names, values))
+
+
+def _distance(diag_id: str, point: dict) -> tuple:
+    default = diagnoses.get(diag_id).default_thresholds()
+    moved = [abs(v - getattr(default, k)) / (abs(getattr(default, k)) or 1) for k, v in point.items()]
+    return (sum(m > 0 for m in moved), sum(moved))
+
+
+@lru_cache(maxsize=1)
+def _single_flags() -> dict[tuple[str, str, str], bool]:
+    """(run, diagnosis, grid point) -> flagged by that diagnosis alone: the cheap inner loop of the choice."""
+    flags = {}
+    for entry, history in corpus():
+        view = resolve(history)
+        for diag_id in GRID:
+            diag = diagnoses.get(diag_id)
+            for point in _points(diag_id):
+                finding = diag.run(view, dataclasses.replace(diag.default_thresholds(), **point))
+                flags[(entry["name"], diag_id, json.dumps(point, sort_keys=True))] = finding.is_problem
+    return flags
+
+
+def _labels(entry: dict) -> frozenset[str]:
+    return frozenset(entry["faults"])
+
+
+def choose(train: list[dict]) -> dict[str, dict]:
+    """Per diagnosis, the grid point with the best F1 on ``train`` (the shipped default wins ties)."""
+    flags = _single_flags()
+    chosen = {}
+    for diag_id in GRID:
+        def f1(point):
+            key = json.dumps(point, sort_keys=True)
+            tp = fp = fn = 0
+            for e in train:
+                hit, want = flags[(e["name"], diag_id, key)], diag_id in _labels(e)
+                ok_anyway = diag_id in e.get("also_acceptable", ())
+                tp += hit and want
+                fp += hit and not want and not ok_anyway
+                fn += want and not hit
+            return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 1.0
+        chosen[diag_id] = max(_points(diag_id), key=lambda p: (round(f1(p), 6), tuple(-x for x in _distance(diag_id, p))))
+    return chosen
+
+
+def config_for(chosen: dict[str, dict]) -> Config:
+    return Config(thresholds={d: dataclasses.replace(diagnoses.get(d).default_thresholds(), **p) for d, p in chosen.items()})
+
+
+def case(entry: dict, history: RunHistory, config: Config | None = None) -> Case:
+    flagged = frozenset(f.id for f in analyze(history, config).problems)
+    return Case(entry["name"], _labels(entry), frozenset(entry.get("also_acceptable", ())), flagged, entry["family"])
+
+
+def run_folds() -> dict:
+    runs = corpus()
+    families = sorted({e["family"] for e, _ in runs})
+    folds, held_out = {}, []
+    for fam in families:
+        chosen = choose([e for e, _ in runs if e["family"] != fam])
+        config = config_for(chosen)
+        cases = [case(e, h, config) for e, h in runs if e["family"] == fam]
+        held_out.extend(cases)
+        folds[fam] = {"chosen": chosen, "table": table(cases), "macro_f1": macro_f1(cases), "healthy_flagged": healthy_flagged(cases)}
+    shipped = [case(e, h) for e, h in runs]
+    return {"families": families, "folds": folds, "pooled_held_out": table(held_out), "pooled_macro_f1": macro_f1(held_out),
+            "pooled_healthy_flagged": healthy_flagged(held_out), "shipped_defaults": table(shipped),
+            "shipped_macro_f1": macro_f1(shipped), "shipped_healthy_flagged": healthy_flagged(shipped),
+            "_held_out_cases": held_out, "_shipped_cases": shipped}
+
+
+def main(argv: list[str]) -> int:
+    result = run_folds()
+    for fam in result["families"]:
+        fam_cases = [c for c in result["_held_out_cases"] if c.group == fam]
+        print(render(fam_cases, f"held out: {fam} (thresholds chosen on the other families)"))
+    print(render(result["_held_out_cases"], "pooled over the held-out families"))
+    print(render(result["_shipped_cases"], "the shipped defaults on the whole corpus (tuned by hand on it: not a held-out figure)"))
+    if "--write" in argv:
+        clean = {k: v for k, v in result.items() if not k.startswith("_")}
+        RESULT.write_text(json.dumps(clean, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {RESULT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,58 @@
+"""Score the diagnoses on real public logs with our labels: ``python -m evidence.public_logs``.
+
+Two label sets: ``shared/realworld/labels.json`` (logs in ``shared/realworld/``) and
+``evidence/public/labels.json`` (logs under ``shared/realworld/more/``; the data files live in the
+steering repo's shared folder, which this repository does not commit — see evidence/public/README.md).
+Ambiguous cases are not scored. A labelled log whose file is absent is reported as missing, never
+scored as anything.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from trackerhealth.adapters.files import read_histories
+from trackerhealth.engine import analyze
+
+from .score import Case, render
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "realworld"
+SETS = {
+    "realworld": (SHARED / "labels.json", SHARED),
+    "public": (REPO / "evidence" / "public" / "labels.json", SHARED / "more"),
+}
+
+
+def cases(which: str) -> tuple[list[Case], list[str]]:
+    labels_path, root = SETS[which]
+    runs = json.loads(labels_path.read_text())["runs"]
+    out, missing = [], []
+    for run_id, label in sorted(runs.items()):
+        if label.get("ambiguous"):
+            continue
+        path = root / label["path"]
+        if not path.exists():
+            missing.append(run_id)
+            continue
+        histories = read_histories(path)
+        # A file holding several runs (detectron2's concatenated metrics.json) is judged as its worst.
+        flagged = frozenset(f.id for h in histories for f in analyze(h).problems)
+        out.append(Case(run_id, frozenset(label["labels"]), frozenset(label.get("also_acceptable", ())), flagged,
+                        label.get("format", "")))
+    return out, missing
+
+
+def main(argv: list[str]) -> int:
+    for which in argv or list(SETS):
+        found, missing = cases(which)
+        print(render(found, f"{which}: {len(found)} scored logs"))
+        if missing:
+            print(f"missing files (not scored): {', '.join(missing)}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
