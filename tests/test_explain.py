@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from trackerhealth import RunHistory, RunRef, engine, explain, scorecard
-from trackerhealth.roles import resolve
+from trackerhealth.roles import RoleView, Roles, resolve
 from trackerhealth.schema import CRITICAL, WARNING, Evidence, Finding, HealthReport
 from trackerhealth.writers import alerts, formats, mlflow_writer, wandb_writer
 
@@ -173,9 +173,25 @@ def test_a_weaker_finding_never_hides_a_stronger_one():
 def test_the_rules_table_declares_every_explainer_and_symptom():
     explainers = {r.explainer for r in explain.RULES}
     symptoms = {s for r in explain.RULES for s in r.explained}
-    assert explainers == {"nonfinite", "vanishing-gradients", "task-imbalance"}
+    assert explainers == {"nonfinite", "vanishing-gradients", "task-imbalance", "slow-convergence"}
     assert symptoms == {"loss-oscillation", "slow-convergence", "periodic-spikes", "overfitting"}
-    assert not explainers & symptoms  # no chains: an explainer is never explained
+    # The one explainer that is also a symptom (slow-convergence) only explains when unexplained itself.
+    assert explainers & symptoms == {"slow-convergence"}
+
+
+def test_an_explained_finding_never_explains_another():
+    from trackerhealth.schema import Evidence, Finding
+
+    span = (Evidence("loss", 0.0, None, 0.0, 100.0, "x", ""),)
+    vanish = Finding("vanishing-gradients", "critical", "", "", "", span)
+    slow = Finding("slow-convergence", "warning", "", "", "", span)
+    flat = Finding("loss-oscillation", "warning", "", "", "", (Evidence("loss", 0.0, 0.05, 0.0, 100.0, "no_learning", ""),))
+    view = RoleView(RunHistory.from_series(RunRef("files", "p", "r"), {"loss": ([0, 1], [1.0, 1.0])}), Roles())
+    out = {f.id: f for f in explain.explain([vanish, slow, flat], view)}
+    assert out["slow-convergence"].explained_by == "vanishing-gradients"
+    assert out["loss-oscillation"].explained_by == "vanishing-gradients"  # never by the explained slow-convergence
+    alone = {f.id: f for f in explain.explain([slow, flat], view)}
+    assert alone["loss-oscillation"].explained_by == "slow-convergence" and alone["slow-convergence"].explained_by is None
     assert all(r.when and r.why for r in explain.RULES)
 
 

@@ -13,7 +13,8 @@ rule, so that explaining can never make a run look healthier than its strongest 
 
 * the explainer must itself be a problem (warning/critical, not explained), and at least as severe
   as the symptom — a warning never hides a critical finding, so the run's status never drops;
-* explainers are never explained themselves (no rule lists them as a symptom), so there are no chains.
+* an explained finding never explains another: rules whose explainer is itself some rule's symptom
+  run last, on what the other rules left unexplained, so there are no chains.
 
 A symptom is explained by the first rule in table order whose condition holds. Nothing here creates,
 removes or re-levels a finding.
@@ -123,6 +124,12 @@ def on_total_loss(explainer: Finding, symptom: Finding, view: RoleView, t: Thres
     return total in metrics
 
 
+def only_no_learning(explainer: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
+    """The symptom is loss-oscillation's "never learned" alone (its no_learning evidence, nothing about
+    swings): a loss that slow-convergence sees falling steadily is learning, however slowly."""
+    return {e.code for e in symptom.evidence} == {"no_learning"}
+
+
 Condition = Callable[[Finding, Finding, RoleView, Thresholds], bool]
 
 
@@ -151,16 +158,30 @@ RULES: tuple[Rule, ...] = (
     Rule("task-imbalance", ("loss-oscillation", "slow-convergence"), on_total_loss,
          "the symptom was measured on the total training loss (not a task's loss)",
          "one term dominating the total drives how the total moves: rescaling that term is the fix"),
+    Rule("slow-convergence", ("loss-oscillation",), only_no_learning,
+         "loss-oscillation reports only that the loss never learned (no swings), and slow-convergence still sees it falling",
+         "a loss crawling down steadily is learning, too slowly: that is the finding, and its fix (LR, init, "
+         "normalisation) is the one to try; this rule runs after the others, and only an unexplained "
+         "slow-convergence explains"),
 )
 
 
 def explain(findings: Sequence[Finding], view: RoleView, thresholds: Thresholds = DEFAULTS) -> tuple[Finding, ...]:
     """The findings in their order, each symptom a rule explains marked with ``explained_by``."""
+    # Rules whose explainer is some rule's symptom run last, on what the others left unexplained, so
+    # an explained finding never explains another (no chains).
+    symptoms = {s for r in RULES for s in r.explained}
+    first = tuple(r for r in RULES if r.explainer not in symptoms)
+    last = tuple(r for r in RULES if r.explainer in symptoms)
+    return _apply(_apply(tuple(findings), view, thresholds, first), view, thresholds, last)
+
+
+def _apply(findings: tuple[Finding, ...], view: RoleView, thresholds: Thresholds, rules: tuple[Rule, ...]) -> tuple[Finding, ...]:
     by_id = {f.id: f for f in findings if f.is_problem}
     out = []
     for f in findings:
         if f.is_problem:
-            for rule in RULES:
+            for rule in rules:
                 explainer = by_id.get(rule.explainer)
                 if (f.id in rule.explained and explainer is not None and explainer.id != f.id
                         and LEVEL_RANK[explainer.level] >= LEVEL_RANK[f.level]

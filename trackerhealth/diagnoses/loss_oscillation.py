@@ -8,7 +8,13 @@ in the first ``early_share`` of the run it rose to ``blowup`` × its starting le
 half, the raw loss swings about its short moving level (median within-window MAD over the moving
 level, the seed's "raw loss fluctuation far above its short moving average") by more than
 ``fluctuation_ratio``. A run that is unstable and improved by less than ``max_improvement`` is
-flagged, and so is a run whose loss ends ``rise`` above where it started. A steady slow fall
+flagged, and so is a run whose loss ends ``rise`` above where it started. Two more shapes are this
+fault: a loss that bounces without falling — over the second half a short moving median
+(``wander_window_share`` of the run) strays from a long one by more than ``wander_ratio`` of the level
+while the trend is not falling (t > −``stalled_t``) and the run improved less than
+``bounce_max_improvement`` (evidence ``level_wander``); and a loss that never learned — within
+``no_learning`` of its start at the end, its second half falling by less than ``no_learning_tail``,
+and no val loss that fell (evidence ``no_learning``, a warning). A steady slow fall
 (``slow-convergence``) and a smooth, flat loss (for example a network whose early layers get no
 gradient) are stable and not this fault; a loss that fell far and then flattens is a finished
 plateau.
@@ -57,6 +63,7 @@ class Thresholds:
     early_min_points: int = knob(5, "points searched for an overshoot at least")
     min_val_points: int = knob(4, "finite val-loss points needed to report the val instability evidence")
     no_learning: float = knob(0.05, "a loss whose end level is within this share of its start never learned (flat from the first step)")
+    no_learning_tail: float = knob(0.01, "and whose second half fell by less than this share of its level (a steady crawl is slow-convergence)")
     no_learning_val: float = knob(0.05, "unless its val loss fell by more than this share")
     wander_ratio: float = knob(0.08, "over the second half, a smoothed level wandering about its slow trend by more than this share of it is bouncing")
     wander_window_share: float = knob(0.03, "share of the run a smoothed level is taken over (batch noise averages out, bounces do not)")
@@ -88,7 +95,11 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     stalled = _stalled(s[half:], v[half:], thresholds)
     bouncing = wander > thresholds.wander_ratio and stalled and improvement < thresholds.bounce_max_improvement
     # Flat from the first step and not falling steadily either (a steady crawl is slow-convergence).
-    flat = abs(improvement) < thresholds.no_learning and _stalled(s, v, thresholds) and not _val_fell(history, thresholds)
+    # The second half's fall is measured as a share, not by a t statistic: a nearly noise-free loss
+    # creeping towards a constant (a collapsed prediction) is "significant" to any test and still flat.
+    half_fall = _relative_fall(v[half:], thresholds)
+    flat = (abs(improvement) < thresholds.no_learning and half_fall < thresholds.no_learning_tail
+            and not _val_fell(history, thresholds))
     if flat and not (rising or unstable or bouncing):
         evidence = [Evidence(key, improvement, thresholds.no_learning, float(s[0]), float(s[-1]), "no_learning",
                              f"loss {c.fmt(head)} at the start, {c.fmt(tail)} at the end")]
@@ -156,6 +167,11 @@ def _stalled(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> bool:
     fit = scipy_stats.linregress(b.steps, b.median)
     t = fit.slope / fit.stderr if fit.stderr > 0 else (-np.inf if fit.slope < 0 else 0.0)
     return bool(t > -thresholds.stalled_t)
+
+
+def _relative_fall(v: np.ndarray, thresholds: Thresholds) -> float:
+    head, tail = stats.head_tail(v, thresholds.head_share, thresholds.tail_share)
+    return float((head - tail) / head) if head > 0 else 0.0
 
 
 def _val_fell(history: RoleView, thresholds: Thresholds) -> bool:

@@ -3,14 +3,22 @@
 **What it looks for.** Any NaN or ±Inf in the training or validation loss is critical: the run is
 dead from that step on, even if it keeps logging. A non-finite total gradient norm is critical
 when it persists to the end of the run (more than ``persist_fraction`` of the last
-``persist_tail_share``); a few while the loss stays finite are a mixed-precision
-loss scaler skipping overflow steps, which is normal and only noted. The evidence names
+``persist_tail_share``); a few while the loss stays finite are a warning: either a mixed-precision
+loss scaler skipping overflow steps, or a NaN loss that the logger hid (HF's Trainer filters NaN
+losses out of its log by default, ``logging_nan_inf_filter``; the gradient norm still shows them). The evidence names
 the first non-finite step and, when a gradient norm is logged, the largest gradient norm shortly
 before it compared with the run's median (a spike there points to gradient explosion). Without any
 NaN, a gradient norm whose level (the median of blocks of at least ``block`` points) climbs past
 ``spike_factor`` × the median of the levels before it is an explosion warning (critical past
 ``critical_factor`` ×). A single outlier batch does not move a block's median: that is a bad
 batch, not an explosion.
+
+A finite blow-up is critical too (evidence ``loss_divergence``): a loss that had fallen by
+``learned_share`` of its start and whose level (block medians) then jumps, within ``jump_share`` of
+the run, at least ``rebound`` of the way back to its start — an exploding update, an LR spike at a
+restart, an fp16 loss-scale collapse. When a gradient norm is logged it must spike past
+``spike_factor`` × its earlier median there, and that spike is the onset; a loss that climbs back
+more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up.
 
 **Why it matters.** A NaN silently wastes every GPU hour after it; an exploding gradient is the
 usual step before it.

@@ -8,7 +8,11 @@ is significantly negative (t ≤ −``min_t``) and still negative over the secon
 fixed set and so nearly noise-free, falls with t ≤ −``min_val_t``. It is slow when the fitted fall
 over the run (of the val loss too, when logged) is below ``max_improvement``. The evidence gives
 the improvement and a projection: how many more runs of this length it would take to halve the
-loss at the current rate (critical beyond ``critical_runs_to_halve``).
+loss at the current rate (critical beyond ``critical_runs_to_halve``). A second shape is slow too
+(evidence ``back_loaded_fall``, a warning): a fall whose first half took at least ``back_loaded``
+of the run (a steady crawl that never bends, or a long plateau before a late drop, as a too-small
+init gives), still falling over the second half, calm (swings below ``max_swing`` of the level) and
+smaller than ``back_loaded_max_improvement`` of the start. A healthy loss covers most of its fall early.
 
 **Why it matters.** Typical causes are an initialization that is too small (activations saturate),
 unnormalized input features, or an optimizer set up too timidly (a tiny learning rate, a huge Adam
