@@ -110,14 +110,14 @@ def _train(root: Path, name: str, style: str, naming: str, *, seed: int = 0, lr:
               "weight_decay": weight_decay, "init_scale": init_scale, "activation": act, "depth": depth,
               "dropout": dropout, "schedule": schedule, "shuffle": shuffle, "epochs": epochs,
               "n_train": len(xt), "num_workers": 0, "seed": seed}
-    log = open_run(style, root / "runs", name, config)
+    log = open_run(style, root, name, config)
     layer_names = [n for n, p in model.named_parameters() if n.endswith("weight")]
     res = fit(model, batches, loss_fn, optimizer, log, epochs=epochs, naming=naming, scheduler=scheduler,
               val_fn=val_fn, val_every=10, log_every=log_every, layer_grads=layer_names, before_step=before,
               max_steps=max_steps)
     path = log.close()
     entry = {"name": name, "family": FAMILY, "model": config["model"], "dataset": DATASET, "style": style,
-             "file": f"runs/{path}" if not path.startswith("runs/") else path, "seed": seed, "config": config,
+             "file": path, "seed": seed, "config": config,
              "steps_per_epoch": steps_per_epoch}
     return entry, log.logged, res, layer_names
 
