@@ -1,0 +1,114 @@
+"""The semantics real logs demanded (issue #12, item 5), each on a history shaped like the real case.
+
+- a finite blow-up (the loss jumps back to its start after a gradient-norm spike, no NaN) is
+  ``nonfinite``, critical, with the spike as onset; a calm jump or a loss that keeps bouncing is not;
+- a loss that never learns is ``loss-oscillation`` (``no_learning``); a run that converged and idles is not;
+- a fall that crawls at a constant rate and is still falling is ``slow-convergence`` (``back_loaded_fall``);
+  a loss that bends early is not;
+- a NaN gradient norm under a finite loss (HF filters NaN losses from its log) is a ``nonfinite`` warning.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from trackerhealth import RunHistory, RunRef
+from trackerhealth.adapters.files import read_histories
+from trackerhealth.engine import analyze
+
+REF = RunRef("files", "p", "r")
+N = 1000
+T = np.arange(N, dtype=float)
+
+
+def _noise(seed, scale):
+    return scale * np.random.default_rng(seed).standard_normal(N)
+
+
+def _report(**series):
+    return analyze(RunHistory.from_series(REF, {k: (T, v) for k, v in series.items()}))
+
+
+def _healthy_loss(seed=0):
+    return 2.5 * np.exp(-T / 100) + 0.5 + _noise(seed, 0.03)
+
+
+def _grad(seed=1):
+    return np.abs(1 + _noise(seed, 0.1))
+
+
+def test_a_finite_blow_up_after_a_gradient_spike_is_critical_nonfinite_with_the_spike_as_onset():
+    loss, grad = _healthy_loss(), _grad()
+    loss[600:] = 2.4 + _noise(2, 0.05)[600:]
+    grad[598] = 400.0
+    report = _report(loss=loss, grad_norm=grad)
+    finding = report.finding("nonfinite")
+    assert finding.level == "critical" and report.status == "critical"
+    codes = {e.code: e for e in finding.evidence}
+    assert "loss_divergence" in codes and codes["grad_norm_spike_before_divergence"].step_start == 598
+    assert "598" in finding.message and "nonfinite" in {f.id for f in report.problems}
+
+
+def test_an_fp16_style_collapse_that_recovers_is_found_without_a_gradient_norm():
+    # An LLM-log shape: 2.8 -> 8.7 within 20 iterations, then back down over the next hundred.
+    loss = 11 * np.exp(-T / 60) + 2.8 + _noise(3, 0.02)
+    loss[700:720] = np.linspace(2.9, 8.7, 20)
+    loss[720:820] = np.linspace(8.7, 3.0, 100)
+    finding = _report(loss=loss).finding("nonfinite")
+    assert finding.level == "critical" and finding.evidence[0].code == "loss_divergence"
+
+
+def test_a_jump_with_a_calm_gradient_norm_and_a_loss_that_keeps_bouncing_are_not_blow_ups():
+    loss = _healthy_loss()
+    loss[600:] = 2.4 + _noise(2, 0.05)[600:]
+    assert _report(loss=loss, grad_norm=_grad()).finding("nonfinite").level == "ok"
+    bouncing = _healthy_loss() + 2.0 * (np.sin(T / 25) > 0.5) * (T > 300)
+    assert not any(e.code == "loss_divergence" for e in _report(loss=bouncing).finding("nonfinite").evidence)
+
+
+def test_a_loss_that_never_learns_is_loss_oscillation_with_its_own_evidence():
+    flat = 2.3026 + _noise(4, 0.002)
+    finding = _report(loss=flat).finding("loss-oscillation")
+    assert finding.level == "warning" and [e.code for e in finding.evidence] == ["no_learning"]
+    assert "never learned" in finding.message
+
+
+def test_a_run_that_converges_early_and_idles_is_healthy():
+    idle = 2.0 * np.exp(-T / 20) + 0.1 + _noise(5, 0.002)
+    report = _report(loss=idle)
+    assert report.finding("loss-oscillation").level == "ok" and report.finding("slow-convergence").level == "ok"
+
+
+def test_a_constant_rate_crawl_still_falling_is_slow_and_a_loss_that_bends_early_is_not():
+    crawl = 2.3 - 0.6 * T / N + _noise(6, 0.01)  # plain SGD with a tiny LR: a line that never bends
+    finding = _report(loss=crawl).finding("slow-convergence")
+    assert finding.level in ("warning", "critical")
+    assert {"back_loaded_fall", "small_improvement"} & {e.code for e in finding.evidence}
+    assert _report(loss=_healthy_loss()).finding("slow-convergence").level == "ok"
+
+
+def test_a_plateau_before_a_late_drop_is_slow():
+    late = 2.3 - 1.2 / (1 + np.exp(-(T - 750) / 60)) + _noise(7, 0.01)  # init far too small: chance level, then a late fall
+    finding = _report(loss=late).finding("slow-convergence")
+    assert finding.level == "warning" and "back_loaded_fall" in {e.code for e in finding.evidence}
+
+
+def test_a_nan_gradient_norm_under_a_finite_hf_loss_is_a_nonfinite_warning(tmp_path):
+    log = []
+    for step in range(5, 505, 5):
+        log.append({"loss": 3.0 * np.exp(-step / 200) + 0.5, "grad_norm": float("nan") if step in (15, 40) else 0.8,
+                    "learning_rate": 1e-4, "epoch": step / 500, "step": step})
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps({"log_history": log, "global_step": 500}).replace("NaN", "NaN"))
+    report = analyze(read_histories(path)[0])
+    finding = report.finding("nonfinite")
+    assert finding.level == "warning" and finding.evidence[0].code == "nonfinite_grad_norm"
+    assert "logging_nan_inf_filter" in finding.message and report.status != "ok"
+
+
+@pytest.mark.parametrize("persisting", [True])
+def test_a_nan_gradient_norm_to_the_end_stays_critical(persisting):
+    grad = _grad()
+    grad[900:] = np.nan
+    assert _report(loss=_healthy_loss(), grad_norm=grad).finding("nonfinite").level == "critical"
