@@ -52,7 +52,7 @@ def test_a_finite_blow_up_after_a_gradient_spike_is_critical_nonfinite_with_the_
 
 def test_an_fp16_style_collapse_that_recovers_is_found_without_a_gradient_norm():
     # An LLM-log shape: 2.8 -> 8.7 within 20 iterations, then back down over the next hundred.
-    loss = 11 * np.exp(-T / 60) + 2.8 + _noise(3, 0.02)
+    loss = 8 * np.exp(-T / 60) + 2.8 + _noise(3, 0.02)  # starts near ln(50257) = 10.8, a GPT-2 vocabulary
     loss[700:720] = np.linspace(2.9, 8.7, 20)
     loss[720:820] = np.linspace(8.7, 3.0, 100)
     finding = _report(loss=loss).finding("nonfinite")
