@@ -68,6 +68,7 @@ class Thresholds:
     wander_ratio: float = knob(0.08, "over the second half, a smoothed level wandering about its slow trend by more than this share of it is bouncing")
     wander_window_share: float = knob(0.03, "share of the run a smoothed level is taken over (batch noise averages out, bounces do not)")
     trend_window_share: float = knob(0.25, "share of the run the slow trend is taken over")
+    wander_over_noise: float = knob(3.0, "and by more than this many times what batch noise alone moves a short median (white noise averages out, bounces do not)")
     bounce_max_improvement: float = knob(0.6, "a bouncing loss that improved more than this share has learned: its swings are about a low level")
     stalled_bins: int = knob(30, "bins of the second half whose medians its trend line is fitted through")
     stalled_t: float = knob(2.0, "the second half is stalled unless its binned trend t statistic is at most -stalled_t")
@@ -91,9 +92,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
 
     rising = improvement < -thresholds.rise
     unstable = overshoot >= thresholds.blowup or ratio > thresholds.fluctuation_ratio
-    wander = _wander(v[half:], len(v), thresholds)
+    wander, wander_z = _wander(v[half:], len(v), thresholds)
     stalled = _stalled(s[half:], v[half:], thresholds)
-    bouncing = wander > thresholds.wander_ratio and stalled and improvement < thresholds.bounce_max_improvement
+    bouncing = wander > thresholds.wander_ratio and wander_z > thresholds.wander_over_noise and stalled and improvement < thresholds.bounce_max_improvement
     # Flat from the first step and not falling steadily either (a steady crawl is slow-convergence).
     # The second half's fall is measured as a share, not by a t statistic: a nearly noise-free loss
     # creeping towards a constant (a collapsed prediction) is "significant" to any test and still flat.
@@ -118,7 +119,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         Evidence(key, overshoot, thresholds.blowup, float(s[0]), float(s[tenth - 1]), "early_overshoot",
                  "highest loss in the first tenth of the run over its starting level"),
         Evidence(key, wander, thresholds.wander_ratio, float(s[half]), float(s[-1]), "level_wander",
-                 "smoothed loss level wandering about its slow trend, relative to it" + ("; the second half does not fall" if stalled else "")),
+                 f"smoothed loss level wandering about its slow trend, relative to it ({c.fmt(wander_z)}x what batch noise explains)"
+                 + ("; the second half does not fall" if stalled else "")),
     ]
     val = history.series("val_loss")
     if val is not None and len(val.finite()) >= thresholds.min_val_points:
@@ -143,20 +145,24 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     return c.problem(_SELF, critical, message, RECOMMENDATION, evidence)
 
 
-def _wander(v: np.ndarray, run_points: int, thresholds: Thresholds) -> float:
-    """How far a short moving median of the loss strays from a long one, relative to the level.
+def _wander(v: np.ndarray, run_points: int, thresholds: Thresholds) -> tuple[float, float]:
+    """How far a short moving median of the loss strays from a long one: relative to the level, and
+    relative to what white batch noise alone would move a median of that many points.
 
     Batch noise is averaged out by the short median; a loss bouncing under too high a learning rate
-    keeps its excursions, which last many steps. Scale-free: median |short - long| over median |long|.
+    keeps its excursions, which last many steps. Scale-free: median |short - long| over median |long|;
+    the noise is the point-to-point MAD over sqrt(2), shrunk by sqrt(window) for the median.
     """
     short = max(thresholds.window, int(run_points * thresholds.wander_window_share))
     long = max(2 * short + 1, int(run_points * thresholds.trend_window_share))
     if len(v) < long:
-        return 0.0
+        return 0.0, 0.0
     level = stats.rolling_median(v, short)
     trend = stats.rolling_median(v, long)
     scale = float(np.median(np.abs(trend)))
-    return float(np.median(np.abs(level - trend)) / scale) if scale > 0 else 0.0
+    stray = float(np.median(np.abs(level - trend)))
+    noise = stats.mad(np.diff(v)) / np.sqrt(2 * short)
+    return (stray / scale if scale > 0 else 0.0), (stray / noise if noise > 0 else float("inf"))
 
 
 def _stalled(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> bool:
