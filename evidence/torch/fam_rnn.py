@@ -1,0 +1,187 @@
+"""The rnn family: a small GRU/LSTM character language model on package text (:mod:`._text`).
+
+Every fault run has a twin with the one setting put right; labels come from :mod:`.truth` against it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import unicodedata
+from pathlib import Path
+
+import torch
+
+from . import _text, truth
+from .common import NAMES, fit, minibatches, seed_all
+from .integrations import hf_trainer_run, lightning_module, lightning_run
+from .sinks import open_run
+
+FAMILY = "rnn"
+SEED = 7
+
+
+class CharRNN(torch.nn.Module):
+    def __init__(self, vocab: int, hidden: int = 96, layers: int = 1, cell: str = "gru", dropout: float = 0.0):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, 32)
+        rnn = torch.nn.GRU if cell == "gru" else torch.nn.LSTM
+        self.rnn = rnn(32, hidden, layers, batch_first=True, dropout=dropout if layers > 1 else 0.0)
+        self.drop = torch.nn.Dropout(dropout)
+        self.head = torch.nn.Linear(hidden, vocab)
+
+    def forward(self, x):
+        out, _ = self.rnn(self.embed(x))
+        return self.head(self.drop(out))
+
+
+BASE = {"optimizer": "adam", "lr": 3e-3, "eps": 1e-8, "batch_size": 32, "weight_decay": 0.0, "init": "default",
+        "cell": "gru", "hidden": 96, "layers": 1, "dropout": 0.0, "schedule": "constant", "shuffle": True,
+        "num_workers": 0, "clip": 1.0, "max_steps": 300, "train_chars": None, "seq_len": _text.SEQ_LEN}
+LAYERS = ("embed.weight", "rnn.weight_ih_l0", "head.weight")
+
+
+def _model(cfg: dict) -> CharRNN:
+    seed_all(cfg["seed"])
+    model = CharRNN(_text.vocab().size, cfg["hidden"], cfg["layers"], cfg["cell"], cfg["dropout"])
+    if cfg["init"].startswith("scaled:"):  # every weight shrunk by this factor: "init far too small"
+        factor = float(cfg["init"].split(":")[1])
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(factor)
+    return model
+
+
+def _optimizer(params, cfg: dict):
+    if cfg["optimizer"] == "sgd":
+        return torch.optim.SGD(params, lr=cfg["lr"], momentum=0.9, weight_decay=cfg["weight_decay"])
+    return torch.optim.Adam(params, lr=cfg["lr"], eps=cfg["eps"], weight_decay=cfg["weight_decay"])
+
+
+def _scheduler(opt, cfg: dict):
+    kind, steps = cfg["schedule"], cfg["max_steps"]
+    if kind == "constant":
+        return None
+    if kind == "warmup_cosine":
+        warm = steps // 10
+        return torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / (steps - warm))))
+    if kind == "step":
+        return torch.optim.lr_scheduler.StepLR(opt, step_size=steps // 3, gamma=0.3)
+    if kind == "sgdr":
+        return torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=steps // 4)
+    if kind == "onecycle":
+        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg["lr"], total_steps=steps + 1)
+    raise ValueError(kind)
+
+
+class _Runs:
+    """Trains runs and remembers their taps, so a fault run finds its twin's."""
+
+    def __init__(self, root: Path):
+        self.root, self.taps, self.speed, self.entries = root, {}, {}, []
+
+    def train(self, name: str, style: str, naming: str, cfg: dict, *, batches=None, before_step=None,
+              val_every: int = 20, log_every: int = 1, train_override=None):
+        cfg = {**BASE, "seed": SEED, **cfg}
+        (tx, ty), val = _text.splits(cfg["train_chars"], cfg.get("stride"))
+        if train_override is not None:
+            tx, ty = train_override
+        model = _model(cfg)
+        opt = _optimizer(model.parameters(), cfg)
+        log = open_run(style, self.root, name, cfg)
+        result = fit(model, batches or minibatches(tx, ty, cfg["batch_size"], cfg["seed"], cfg["shuffle"]),
+                     lambda m, b: _text.lm_loss(m(b[0]), b[1]), opt, log, epochs=10_000, naming=naming,
+                     scheduler=_scheduler(opt, cfg), val_fn=_text.val_loss_fn(model, val), val_every=val_every,
+                     log_every=log_every, layer_grads=LAYERS, clip=cfg["clip"], before_step=before_step,
+                     max_steps=cfg["max_steps"])
+        file = log.close()
+        self.taps[name], self.speed[name] = log.logged, result.samples_per_s
+        return file, cfg, result
+
+    def add(self, name, style, file, cfg, *, faults, intended, cause, twin, truth_measures, description, **extra):
+        model = f"char-{cfg['cell']}-h{cfg['hidden']}x{cfg['layers']}"
+        self.entries.append(_text.entry(FAMILY, name, model, style, file, faults=faults, intended=intended,
+                                        cause=cause, twin=twin, seed=cfg["seed"], config=cfg, truth=truth_measures,
+                                        description=description, **extra))
+
+
+def _garbage_shard(tx, ty, start: int, count: int, seed: int):
+    """Windows [start, start+count) replaced by uniformly random rare symbols: a corrupt shard."""
+    gen = torch.Generator().manual_seed(seed)
+    rare = torch.tensor(_text.vocab().rare(30))
+    bx, by = tx.clone(), ty.clone()
+    bx[start:start + count] = rare[torch.randint(len(rare), (count, tx.shape[1]), generator=gen)]
+    by[start:start + count] = rare[torch.randint(len(rare), (count, ty.shape[1]), generator=gen)]
+    return bx, by
+
+
+def _heavy_loader(text: str, cfg: dict, seed: int):
+    """Tokenises each window on the fly: NFKC-normalises the raw text and rebuilds the index per sample,
+    several passes, as a careless per-sample transform does (the cost is real Python work, measured)."""
+    seq, bs = cfg["seq_len"], cfg["batch_size"]
+    starts = torch.arange(0, len(text) - seq - 1, seq)
+
+    def encode_slow(chunk: str) -> torch.Tensor:
+        for _ in range(cfg["passes"]):
+            chunk = unicodedata.normalize("NFKC", unicodedata.normalize("NFKD", chunk))
+            ids = _text.Vocab(_text.vocab().chars).encode(chunk)
+        return ids
+
+    def batches(epoch: int):
+        order = torch.randperm(len(starts), generator=torch.Generator().manual_seed(seed * 1000 + epoch))
+        for i in range(0, len(order), bs):
+            rows = [encode_slow(text[int(starts[j]):int(starts[j]) + seq + 1]) for j in order[i:i + bs]]
+            rows = [r for r in rows if len(r) == seq + 1]
+            block = torch.stack(rows)
+            yield block[:, :-1], block[:, 1:]
+    return batches
+
+
+def build(root: Path, only: set[str] | None) -> list[dict]:
+    runs = _Runs(root)
+    want = (lambda n: True) if only is None else (lambda n: n in only)
+    L = NAMES
+
+    # The twin most faults compare with: Adam 3e-3, clipped, shuffled.
+    f, c, _ = runs.train("rnn_twin_adam", "wandb", "wandb", {})
+    runs.add("rnn_twin_adam", "wandb", f, c, faults=[], intended=[], cause="twin", twin=None, truth_measures={},
+             description="GRU char LM, Adam 3e-3, batch 32, grad clip 1.0: the sane twin.")
+    twin = runs.taps["rnn_twin_adam"]
+    key = L["wandb"]["loss"]
+
+    def fault(name, cause, intended, cfg, check, description, style="wandb", **kw):
+        if not want(name):
+            return
+        f, c, res = runs.train(name, style, "wandb", cfg, **kw)
+        ok, measures = check(runs.taps[name])
+        runs.add(name, style, f, c, faults=intended if ok else [], intended=intended, cause=cause,
+                 twin="rnn_twin_adam", truth_measures=measures, description=description)
+
+    osc = lambda tap: truth.confirm_oscillation(tap, twin, key)
+    slow = lambda tap: truth.confirm_slow(tap, twin, key)
+    fault("rnn_lr_too_high_adam", "lr_too_high", ["loss-oscillation"], {"lr": 0.08}, osc,
+          "Adam at lr 0.08 (27x the twin's): the loss bounces and ends far above the twin.")
+    fault("rnn_lr_too_high_sgd", "lr_too_high", ["loss-oscillation"], {"optimizer": "sgd", "lr": 8.0, "clip": None}, osc,
+          "SGD momentum 0.9 at lr 8, unclipped: the loss does not settle.", style="parquet")
+    fault("rnn_batch_too_small", "batch_too_small", ["loss-oscillation"], {"batch_size": 2, "lr": 0.03}, osc,
+          "Batch 2 with Adam lr 0.03: gradient noise keeps the loss bouncing high.", style="csv")
+    fault("rnn_lr_too_low", "lr_too_low", ["slow-convergence"], {"lr": 2e-5}, slow,
+          "Adam lr 2e-5 (150x below the twin): learns, very slowly.", style="mlflow")
+    fault("rnn_adam_eps_one", "adam_eps", ["slow-convergence"], {"eps": 1.0}, slow,
+          "Adam eps=1.0: the update collapses to a tiny SGD step.", style="csv")
+    fault("rnn_init_too_small", "init_too_small", ["slow-convergence"], {"init": "scaled:0.001", "optimizer": "sgd", "lr": 0.5},
+          slow, "Every weight scaled by 1e-3 with SGD: gradients through the tiny weights barely move it.", style="parquet")
+
+    # Explosion: no clipping and an LR spike at a warm restart (the restart multiplies the LR by 1000).
+    spike_at = 150
+
+    def restart_spike(step, opt):
+        if step == spike_at:
+            for g in opt.param_groups:
+                g["lr"] = g["lr"] * 1000
+
+    fault("rnn_lr_spike_restart", "lr_spike", ["nonfinite"], {"clip": None, "restart_at": spike_at, "restart_lr_factor": 1000},
+          lambda tap: truth.confirm_explosion(tap, twin, L["wandb"]["grad_norm"], key),
+          "Unclipped; at step 150 a restart sets the LR 1000x: the loss explodes.", before_step=restart_spike)
+    return runs.entries
