@@ -50,6 +50,6 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 
 def test_pooled_held_out_floors_as_measured(folds):
     pooled = folds["pooled_held_out"]
-    assert pooled["nonfinite"]["precision"] >= 0.9 and pooled["nonfinite"]["recall"] >= 0.85
+    assert pooled["nonfinite"]["precision"] >= 0.85 and pooled["nonfinite"]["recall"] >= 0.85
     assert pooled["input-bottleneck"]["precision"] == 1.0 and pooled["input-bottleneck"]["recall"] == 1.0
     assert folds["pooled_macro_f1"] >= 0.45
