@@ -207,3 +207,14 @@ def test_periodic_comb_prefers_the_period_over_its_multiples_and_refuses_too_few
     assert comb.period == pytest.approx(50.0)
     assert stats.periodic_comb(np.array([1.0, 2.0]), 0.0, 10.0, 1.0) is None
     assert stats.periodic_comb(events, 10.0, 10.0, 1.0) is None  # an empty run
+
+
+def test_trend_known_answers():
+    steps = np.arange(10.0)
+    exact = stats.trend(steps, 3.0 - 0.5 * steps)
+    assert exact.slope == pytest.approx(-0.5) and exact.intercept == pytest.approx(3.0) and exact.t == -np.inf
+    assert stats.trend(steps, np.full(10, 2.0)).t == 0.0
+    noisy = stats.trend(steps, np.array([0.0, 1, 0, 1, 0, 1, 0, 1, 0, 1]))
+    # Sxy = 2.5, Sxx = 82.5: slope 1/33; SSE = Syy - Sxy^2/Sxx with Syy = 2.5; se = sqrt(SSE/8/Sxx)
+    se = np.sqrt((2.5 - 2.5**2 / 82.5) / 8 / 82.5)
+    assert noisy.slope == pytest.approx(1 / 33) and noisy.t == pytest.approx((1 / 33) / se)

@@ -8,6 +8,7 @@ or robust (median/MAD) so the scale of the loss does not matter.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy import ndimage, stats
@@ -68,6 +69,22 @@ def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
     if window <= 1 or len(values) == 0:
         return values.copy()
     return ndimage.median_filter(values, size=window, mode="nearest")
+
+
+class Trend(NamedTuple):
+    """A least-squares line: slope, intercept and the slope's t statistic."""
+
+    slope: float
+    intercept: float
+    t: float
+
+
+def trend(steps: np.ndarray, values: np.ndarray) -> Trend:
+    """Least-squares line through ``values``; ``t`` is slope over its standard error (-inf for an
+    exactly falling line, 0 for an exactly flat or rising one): how clearly the series falls beyond its noise."""
+    fit = stats.linregress(steps, values)
+    t = fit.slope / fit.stderr if fit.stderr > 0 else (-np.inf if fit.slope < 0 else 0.0)
+    return Trend(float(fit.slope), float(fit.intercept), float(t))
 
 
 def mad(values: np.ndarray) -> float:

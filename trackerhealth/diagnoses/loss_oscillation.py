@@ -29,7 +29,6 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from .. import stats
 from ..roles import RoleView
@@ -170,9 +169,7 @@ def _stalled(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> bool:
     b = stats.binned(s, v, min(thresholds.stalled_bins, len(v)))
     if len(b.median) < thresholds.early_min_points:
         return False
-    fit = scipy_stats.linregress(b.steps, b.median)
-    t = fit.slope / fit.stderr if fit.stderr > 0 else (-np.inf if fit.slope < 0 else 0.0)
-    return bool(t > -thresholds.stalled_t)
+    return bool(stats.trend(b.steps, b.median).t > -thresholds.stalled_t)
 
 
 def _relative_fall(v: np.ndarray, thresholds: Thresholds) -> float:
@@ -184,5 +181,4 @@ def _val_fell(history: RoleView, thresholds: Thresholds) -> bool:
     val = history.series("val_loss")
     if val is None or len(val.finite()) < thresholds.min_val_points:
         return False
-    head, tail = stats.head_tail(val.finite().values, thresholds.head_share, thresholds.tail_share)
-    return bool(head > 0 and (head - tail) / head > thresholds.no_learning_val)
+    return _relative_fall(val.finite().values, thresholds) > thresholds.no_learning_val

@@ -25,7 +25,6 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from .. import stats
 from ..roles import RoleView
@@ -70,9 +69,8 @@ def _line(s: np.ndarray, v: np.ndarray, thresholds: Thresholds):
     if len(v) > thresholds.line_max_points:  # a line through 2,000 bin medians is the same line, at bounded cost
         b = stats.binned(s, v, thresholds.line_bins)
         s, v = b.steps, b.median
-    fit = scipy_stats.linregress(s, v)
-    t = fit.slope / fit.stderr if fit.stderr > 0 else (-np.inf if fit.slope < 0 else 0.0)
-    return fit.slope, float(t), fit.intercept + fit.slope * s[0], fit.intercept + fit.slope * s[-1]
+    fit = stats.trend(s, v)
+    return fit.slope, fit.t, fit.intercept + fit.slope * s[0], fit.intercept + fit.slope * s[-1]
 
 
 def _val_line(history: RoleView, death: float, thresholds: Thresholds):
