@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -29,17 +30,19 @@ from .adapters.base import Adapter, RunSkipped, TrackedRun, TrackerUnreachable
 from .config import Config
 from .engine import analyze
 from .redaction import redact_secrets
+from .reuse import ReuseStore
 from .schema import CRITICAL, ERROR, OK, WARNING, HealthReport, RunRef
 from .writers.base import ALERT, RENDER, WRITE, WriteOutcome, Writer
 
-__all__ = ["ANALYZE", "ERROR_KINDS", "FETCH", "UNREACHABLE", "ScanError", "ScanResult", "ScanSkip", "ScanSummary",
-           "run_workers_for", "scan"]
+__all__ = ["ANALYZE", "ERROR_KINDS", "FETCH", "LIST", "UNREACHABLE", "combine", "Engine", "RunResult", "ScanError", "ScanResult",
+           "ScanSkip", "ScanSummary", "ThreadEngine", "process_run", "run_workers_for", "scan"]
 
 # ScanError kinds: stable, part of the JSON output (errors[].kind).
 UNREACHABLE = "unreachable"  # the tracker stopped answering (the run was not scanned, or not written)
 FETCH = "fetch"  # the run's history could not be read
 ANALYZE = "analyze"  # the analysis raised (the engine reports a failed diagnosis itself, as a finding)
-ERROR_KINDS = (UNREACHABLE, FETCH, ANALYZE, RENDER, ALERT, WRITE)
+LIST = "list"  # a project's runs could not be listed (one project of several: the others are scanned)
+ERROR_KINDS = (UNREACHABLE, LIST, FETCH, ANALYZE, RENDER, ALERT, WRITE)
 UNKNOWN = "unknown"  # the status of a run whose training loss was not recognised
 
 _FAILED_WHILE = {FETCH: "fetching the history", ANALYZE: "analyzing the history", WRITE: "writing the health back"}
@@ -68,7 +71,7 @@ class ScanError(_Record):
     :data:`ERROR_KINDS`)."""
 
     source: str  # tracker:project/run name, for people
-    run_id: str
+    run_id: str  # empty for a project's error (kind list or unreachable before any run was listed)
     kind: str
     message: str
 
@@ -89,7 +92,9 @@ class ScanSkip(_Record):
 @dataclass(frozen=True)
 class ScanSummary:
     listed: int = 0
-    scanned: int = 0  # analyzed
+    scanned: int = 0  # runs with a report: analyzed + reused
+    analyzed: int = 0  # fetched and analysed in this scan
+    reused: int = 0  # unchanged since the last scan: its report kept, nothing fetched, analysed or written
     skipped: int = 0
     failed: int = 0  # runs with at least one error
     healthy: int = 0
@@ -97,7 +102,7 @@ class ScanSummary:
     critical: int = 0
     unknown: int = 0  # analyzed, but no training loss was recognised
     errored: int = 0  # analyzed, but part of the analysis failed (status error)
-    points: int = 0  # analyzed
+    points: int = 0  # in the reports (reused ones included)
     fetched_points: int = 0  # downloaded this scan
     cached_points: int = 0  # read from the local cache
     fetch_seconds: float = 0.0  # wall time with at least one fetch in flight
@@ -117,7 +122,8 @@ class ScanSummary:
             statuses += f", {self.unknown} unknown"
         if self.errored:
             statuses += f", {self.errored} with a failed analysis"
-        text = (f"scanned {self.scanned} of {self.listed} runs ({self.skipped} skipped, {self.failed} failed): "
+        reused = f", {self.reused} unchanged since the last scan" if self.reused else ""
+        text = (f"scanned {self.scanned} of {self.listed} runs ({self.skipped} skipped, {self.failed} failed{reused}): "
                 f"{statuses} · {self.points:,} points ({self.fetched_points:,} fetched in {self.fetch_seconds:.1f}s"
                 + (f" = {self.fetch_rate:,.0f}/s" if self.fetched_points else "")
                 + f", {self.cached_points:,} from cache) · {self.elapsed_seconds:.1f}s")
@@ -152,31 +158,10 @@ class ScanResult:
         return any(e.kind == UNREACHABLE for e in self.errors)
 
 
-class _BusyTimer:
-    """Wall time during which at least one fetch was running (parallel fetches count once)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._active = 0
-        self._since = 0.0
-        self.total = 0.0
-
-    def __enter__(self):
-        with self._lock:
-            if self._active == 0:
-                self._since = time.perf_counter()
-            self._active += 1
-
-    def __exit__(self, *exc):
-        with self._lock:
-            self._active -= 1
-            if self._active == 0:
-                self.total += time.perf_counter() - self._since
-
-
 @dataclass
-class _RunResult:
-    """One run's way through the stages, filled in by its worker thread."""
+class RunResult:
+    """One run's way through the stages, filled in where it was processed (a thread here, or a Ray
+    worker: so it holds only what pickles — no history, no client)."""
 
     index: int
     ref: RunRef
@@ -186,6 +171,102 @@ class _RunResult:
     outcome: WriteOutcome | None = None
     skipped: str | None = None
     errors: list[tuple[str, str]] = field(default_factory=list)  # (kind, message)
+    fetch_span: tuple[float, float] | None = None  # wall clock (time.time()) around the fetch
+    reused: bool = False  # the last scan's report: nothing was fetched, analysed or written
+
+    @property
+    def unreachable(self) -> bool:
+        return any(kind == UNREACHABLE for kind, _ in self.errors)
+
+
+def not_scanned(index: int, ref: RunRef) -> RunResult:
+    """A run not started because the tracker stopped answering earlier in the scan."""
+    return RunResult(index, ref, errors=[(UNREACHABLE, "not scanned: the tracker stopped answering earlier in this scan")])
+
+
+def process_run(adapter: Adapter, writer: Writer | None, config: Config, index: int, run: TrackedRun,
+                dry_run: bool) -> RunResult:
+    """Fetch → analyse → write one run; every failure is this run's, named by its stage. The same
+    function runs in the thread engine and in a Ray worker."""
+    out = RunResult(index, run.ref)
+    stage = FETCH
+    try:
+        began = time.time()
+        try:
+            fetched = adapter.fetch_history(run)
+        finally:
+            out.fetch_span = (began, time.time())
+        history = fetched.history
+        out.fetched_points, out.cached_points = fetched.fetched_points, fetched.cached_points
+        if history.n_points == 0:
+            out.skipped = "no metrics logged"
+            return out
+        stage = ANALYZE
+        out.report = analyze(history, config)
+        if writer is None:
+            return out
+        stage = WRITE
+        out.outcome = writer.write(out.report, history, dry_run)
+    except RunSkipped as exc:
+        out.skipped, out.report = exc.reason, None
+        return out
+    except TrackerUnreachable as exc:
+        out.errors.append((UNREACHABLE, str(exc) if stage == FETCH else f"{_FAILED_WHILE[stage]} failed: {exc}"))
+        return out
+    except Exception as exc:  # noqa: BLE001 - one run never fails the scan; the stage says where
+        out.errors.append((stage, f"{_FAILED_WHILE[stage]} failed: {_describe(exc)}"))
+        return out
+    # The parts of the write that failed while the rest went through (dashboard, alerts).
+    out.errors.extend((problem.stage, problem.message) for problem in out.outcome.problems)
+    return out
+
+
+def busy_seconds(spans: Iterable[tuple[float, float]]) -> float:
+    """Wall time during which at least one fetch was running (overlapping fetches count once)."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(spans):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+class Engine(ABC):
+    """Where runs are processed: threads in this process (:class:`ThreadEngine`) or Ray workers
+    (:class:`trackerhealth.fleet.ray_engine.RayEngine`)."""
+
+    @abstractmethod
+    def process(self, adapter: Adapter, writer: Writer | None, config: Config, work: Sequence[tuple[int, TrackedRun]],
+                dry_run: bool) -> Iterator[RunResult]:
+        """Each run of ``work`` processed once, as it completes (any order). Once a result says
+        the tracker is unreachable, runs not yet started are yielded as :func:`not_scanned`."""
+
+    def close(self) -> None:
+        """Release what the engine started (a local Ray instance)."""
+
+
+class ThreadEngine(Engine):
+    """A bounded thread pool in this process: at most ``in_flight`` runs between fetch and write."""
+
+    def __init__(self, in_flight: int):
+        self.in_flight = max(1, in_flight)
+
+    def process(self, adapter, writer, config, work, dry_run):
+        stop = threading.Event()
+
+        def one(index: int, run: TrackedRun) -> RunResult:
+            if stop.is_set():
+                return not_scanned(index, run.ref)
+            res = process_run(adapter, writer, config, index, run, dry_run)
+            if res.unreachable:
+                stop.set()
+            return res
+
+        with ThreadPoolExecutor(max_workers=self.in_flight, thread_name_prefix="trackerhealth-run") as pool:
+            futures = [pool.submit(one, i, run) for i, run in work]
+            for fut in as_completed(futures):
+                yield fut.result()
 
 
 class _Tally:
@@ -194,15 +275,19 @@ class _Tally:
     def __init__(self, **fixed: Any):
         self.counts: dict[str, Any] = {f.name: f.default for f in fields(ScanSummary)}
         self.counts.update(fixed)
+        self.spans: list[tuple[float, float]] = []
 
-    def add(self, res: _RunResult) -> None:
+    def add(self, res: RunResult) -> None:
         c = self.counts
         c["skipped"] += res.skipped is not None
         c["failed"] += bool(res.errors)
         c["fetched_points"] += res.fetched_points
         c["cached_points"] += res.cached_points
+        if res.fetch_span is not None:
+            self.spans.append(res.fetch_span)
         if res.report is not None:
             c["scanned"] += 1
+            c["reused" if res.reused else "analyzed"] += 1
             c["points"] += res.report.n_points
             status = res.report.status
             c["healthy"] += status == OK
@@ -215,7 +300,7 @@ class _Tally:
             c["written"] += res.outcome.written
 
     def snapshot(self, **extra: Any) -> ScanSummary:
-        return ScanSummary(**{**self.counts, **extra})
+        return ScanSummary(**{**self.counts, "fetch_seconds": busy_seconds(self.spans), **extra})
 
 
 def _source(ref: RunRef) -> str:
@@ -228,84 +313,100 @@ def run_workers_for(workers: int) -> int:
 
 
 def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None = None, *, workers: int = 4,
-         dry_run: bool = False, progress: Callable[[int, int, ScanSummary], None] | None = None) -> ScanResult:
+         dry_run: bool = False, progress: Callable[[int, int, ScanSummary], None] | None = None,
+         engine: Engine | None = None, reuse: ReuseStore | None = None) -> ScanResult:
     """Scan every run the adapter lists, write each one's health (when there is a writer), then
     let the writer finish (project-wide views) and the adapter remember a complete scan.
 
+    ``engine``: where runs are processed (default: a thread pool here). ``reuse``: the last scan's
+    reports; a run whose listing signature and scan key are unchanged keeps its report and is not
+    fetched, analysed or written (counted as ``reused``).
+
     Listing errors (unreachable, bad selection) propagate: there is nothing to scan. Everything
-    after the listing fails per run. The caller owns the adapter and closes it.
+    after the listing fails per run. The caller owns the adapter and the engine, and closes them.
     """
     started = time.perf_counter()
     config = config or Config()
     runs: Sequence[TrackedRun] = list(adapter.list_runs())
     tally = _Tally(listed=len(runs), dry_run=dry_run, read_only=writer is None)
-    timer = _BusyTimer()
-    stop = threading.Event()
-
-    def one(index: int, run: TrackedRun) -> _RunResult:
-        out = _RunResult(index, run.ref)
-        if stop.is_set():
-            out.errors.append((UNREACHABLE, "not scanned: the tracker stopped answering earlier in this scan"))
-            return out
-        stage = FETCH
-        try:
-            with timer:
-                fetched = adapter.fetch_history(run)
-            history = fetched.history
-            out.fetched_points, out.cached_points = fetched.fetched_points, fetched.cached_points
-            if history.n_points == 0:
-                out.skipped = "no metrics logged"
-                return out
-            stage = ANALYZE
-            out.report = analyze(history, config)
-            if writer is None:
-                return out
-            stage = WRITE
-            out.outcome = writer.write(out.report, history, dry_run)
-        except RunSkipped as exc:
-            out.skipped, out.report = exc.reason, None
-            return out
-        except TrackerUnreachable as exc:
-            stop.set()
-            out.errors.append((UNREACHABLE, str(exc) if stage == FETCH else f"{_FAILED_WHILE[stage]} failed: {exc}"))
-            return out
-        except Exception as exc:  # noqa: BLE001 - one run never fails the scan; the stage says where
-            out.errors.append((stage, f"{_FAILED_WHILE[stage]} failed: {_describe(exc)}"))
-            return out
-        # The parts of the write that failed while the rest went through (dashboard, alerts).
-        out.errors.extend((problem.stage, problem.message) for problem in out.outcome.problems)
-        return out
-
-    done: list[_RunResult] = []
-    in_flight = adapter.parallel_runs or run_workers_for(workers)
-    with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="trackerhealth-run") as pool:
-        futures = [pool.submit(one, i, run) for i, run in enumerate(runs)]
-        for fut in as_completed(futures):
-            res = fut.result()
+    writing = writer is not None and not dry_run
+    done: list[RunResult] = []
+    work: list[tuple[int, TrackedRun]] = []
+    signatures: dict[str, str | None] = {}
+    for index, run in enumerate(runs):
+        signature = adapter.signature(run) if reuse is not None else None
+        signatures[run.ref.id] = signature
+        kept = reuse.lookup(run.ref, signature, writing=writing) if reuse is not None else None
+        if kept is not None:
+            done.append(RunResult(index, run.ref, report=kept, reused=True))
+            tally.add(done[-1])
+        else:
+            work.append((index, run))
+    if progress is not None and done:
+        progress(len(done), len(runs), tally.snapshot())
+    if work:
+        engine = engine or ThreadEngine(adapter.parallel_runs or run_workers_for(workers))
+        for res in engine.process(adapter, writer, config, work, dry_run):
             done.append(res)
             tally.add(res)
             if progress is not None:
-                progress(len(done), len(runs), tally.snapshot(fetch_seconds=timer.total))
+                progress(len(done), len(runs), tally.snapshot())
 
     done.sort(key=lambda r: r.index)
+    if reuse is not None:
+        # A writer with notes wrote less than it could (no dashboard renderer installed): its runs
+        # are written again next time rather than kept as they are.
+        complete = writer is None or not writer.notes
+        for res in done:
+            if res.reused:
+                continue
+            if res.report is not None and not res.errors and complete:
+                reuse.remember(res.ref, signatures[res.ref.id], res.report, written=writing)
+            else:
+                reuse.forget(res.ref)
     reports = tuple(r.report for r in done if r.report is not None)
     errors = tuple(ScanError(_source(r.ref), r.ref.id, kind, redact_secrets(message))
                    for r in done for kind, message in r.errors)
     skipped = tuple(ScanSkip(_source(r.ref), r.ref.id, r.skipped) for r in done if r.skipped is not None)
-    notes = _finish(adapter, writer, reports, errors, dry_run)
+    notes = _finish(adapter, writer, reports, errors, dry_run, changed=bool(work))
+    if reuse is not None:
+        try:
+            reuse.save()
+        except OSError as exc:  # the next scan analyses every run again: slower, not wrong
+            notes.append(f"the reports could not be kept for the next scan ({exc}); it will analyse every run again")
+    if runs and not work:
+        notes.append("no run changed since the last scan: every report is the last scan's (nothing fetched, "
+                     "analysed or written)")
     return ScanResult(
         reports=reports, errors=errors, skipped=skipped,
         outcomes=tuple(r.outcome for r in done if r.outcome is not None), notes=tuple(notes),
-        summary=tally.snapshot(fetch_seconds=timer.total, elapsed_seconds=time.perf_counter() - started))
+        summary=tally.snapshot(elapsed_seconds=time.perf_counter() - started))
+
+
+def combine(results: Sequence[ScanResult]) -> ScanResult:
+    """Several projects' scans as one: everything in project order, the counts summed (elapsed
+    time too: the projects are scanned one after another)."""
+    if len(results) == 1:
+        return results[0]
+    counts: dict[str, Any] = {f.name: f.default for f in fields(ScanSummary)}
+    for res in results:
+        for name, value in asdict(res.summary).items():
+            counts[name] = (counts[name] or value) if isinstance(value, bool) else counts[name] + value
+    return ScanResult(
+        reports=tuple(r for res in results for r in res.reports), errors=tuple(e for res in results for e in res.errors),
+        skipped=tuple(s for res in results for s in res.skipped),
+        outcomes=tuple(o for res in results for o in res.outcomes), notes=tuple(n for res in results for n in res.notes),
+        summary=ScanSummary(**counts))
 
 
 def _finish(adapter: Adapter, writer: Writer | None, reports: tuple[HealthReport, ...],
-            errors: tuple[ScanError, ...], dry_run: bool) -> list[str]:
+            errors: tuple[ScanError, ...], dry_run: bool, changed: bool = True) -> list[str]:
     """The writer's project-wide step and the adapter's end of a complete scan; failures here
-    cost no run its health (every run is written by now), so they are notes."""
+    cost no run its health (every run is written by now), so they are notes. When every run was
+    reused (``changed`` False) the project-wide view is already what it would become."""
     notes = list(writer.notes) if writer is not None else []
     unreachable = any(e.kind == UNREACHABLE for e in errors)
-    if writer is not None and reports and not unreachable:
+    if writer is not None and reports and not unreachable and changed:
         try:
             notes.extend(writer.finish(reports, [e.to_dict() for e in errors], dry_run))
         except Exception as exc:  # noqa: BLE001 - the runs are written; this is a summary view

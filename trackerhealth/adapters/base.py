@@ -13,11 +13,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..schema import RunHistory, RunRef
 
-__all__ = ["Adapter", "Fetched", "RunSkipped", "SelectionError", "TrackedRun", "TrackerUnreachable"]
+__all__ = ["Adapter", "AdapterSpec", "Fetched", "NotPortable", "RunSkipped", "SelectionError", "TrackedRun",
+           "TrackerUnreachable"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,28 @@ class TrackerUnreachable(Exception):
 
     The message names the tracker and how to check it. The CLI exits 3 on it.
     """
+
+
+class NotPortable(SelectionError):
+    """This adapter cannot be opened in another process (a Ray worker), and the message says why
+    and what to do instead (a usage error: exit 2)."""
+
+
+@dataclass(frozen=True)
+class AdapterSpec:
+    """How to open the same store in another process: the tracker's name (a key of
+    :data:`trackerhealth.trackers.TRACKERS`) and its adapter's keyword arguments.
+
+    It travels to Ray workers as a task argument, so it never holds a credential: keys and
+    passwords reach a worker separately (:mod:`trackerhealth.fleet.credentials`). It opens the
+    adapter for fetching and writing only, so selection options (filters, --since) are left out.
+    """
+
+    tracker: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.options)
 
 
 @runtime_checkable
@@ -89,6 +112,35 @@ class Adapter(ABC):
     def fetch_history(self, run: TrackedRun) -> Fetched:
         """One listed run's full history (from the cache where it is current). Called from the
         scan's worker threads, so it must be safe to call for several runs at once."""
+
+    # -- incremental re-scans and other processes (fleet scans) --------------------------------
+    @property
+    def scope(self) -> str:
+        """The store and project this adapter's runs belong to, as a stable name (e.g.
+        ``mlflow/<store>/<experiment>``), under which a re-scan finds the last scan's reports.
+        Empty (the default): this adapter's runs are always analysed again."""
+        return ""
+
+    def signature(self, run: TrackedRun) -> str | None:
+        """What the listing says of ``run`` that changes whenever its data does (new points, a new
+        state, new params) and never when only trackerhealth's own tags or summary keys do.
+        A run whose signature equals the last scan's keeps that scan's report: it is not fetched,
+        analysed or written again. ``None`` (the default): always analysed."""
+        return None
+
+    def spec(self) -> AdapterSpec:
+        """How to open this store in another process (a Ray worker); raises :class:`NotPortable`
+        when it cannot be (a local folder only this machine has, credentials inside the URI)."""
+        raise NotPortable(f"{type(self).__name__} reads what only this machine has; scan it without --ray")
+
+    def portable(self, run: TrackedRun) -> TrackedRun:
+        """``run`` as it can be pickled to another process (without open clients)."""
+        return run
+
+    def adopt(self, run: TrackedRun) -> TrackedRun:
+        """The inverse of :meth:`portable`, in the process that fetches and writes ``run``: bind it
+        to this adapter's clients and remember it as listed (the writer reads its listed tags)."""
+        return run
 
     def scan_complete(self) -> None:
         """Called by the scan loop after a scan that wrote and failed nothing (not a dry run):

@@ -6,6 +6,8 @@ stores); writes always go through ``MlflowClient`` (see :mod:`trackerhealth.writ
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import threading
 from collections.abc import Iterable
@@ -16,7 +18,7 @@ import numpy as np
 from ...redaction import install_log_filter
 from ...schema import RunHistory
 from .._shared import default_cache_dir, parse_since
-from ..base import Adapter, Fetched, RunSkipped
+from ..base import Adapter, AdapterSpec, Fetched, NotPortable, RunSkipped
 from . import _uri
 from ._cache import HistoryCache, merge
 from ._errors import ApiError, SelectionError, TrackerUnreachable, import_mlflow
@@ -53,6 +55,7 @@ class MlflowAdapter(Adapter):
         root = default_cache_dir() if cache_dir is DEFAULT else cache_dir
         self.cache = HistoryCache(Path(root) if root is not None else None, self.uri.cache_key())
         self._retry = retry or RetryPolicy.from_env(timeout)
+        self._timeout = timeout
         self._rest: RestClient | None = None
         self._client = None
         self._fetcher = None
@@ -116,6 +119,12 @@ class MlflowAdapter(Adapter):
             self._runs = {r.id: r for r in runs}
         return runs
 
+    def experiment_ids(self) -> list[str]:
+        """Every active experiment of the store (``--all-experiments``)."""
+        self.check()
+        lister = RestLister(self.rest) if self.uri.kind == _uri.HTTP else ClientLister(self._store_client())
+        return lister.experiment_ids()
+
     def _store_client(self):
         try:
             return self.client
@@ -130,6 +139,41 @@ class MlflowAdapter(Adapter):
     def run(self, run_id: str) -> MlflowRun:
         with self._lock:
             return self._runs[run_id]
+
+    # -- re-scans and Ray workers ------------------------------------------------------------
+    @property
+    def scope(self) -> str:
+        return f"mlflow/{self.uri.cache_key()}"
+
+    def signature(self, run: MlflowRun) -> str:
+        """Status, end, the latest point of every metric, params and the user's tags: what changes
+        when the run's data does. trackerhealth's own ``trackerhealth.*`` tags (and MLflow's
+        ``mlflow.*`` bookkeeping) are not in ``ref.tags``, so writing the health back changes nothing."""
+        doc = [run.status, run.end_time, run.lifecycle_stage, run.ref.name,
+               sorted((k, list(v)) for k, v in run.latest.items()), sorted(run.ref.config.items()),
+               sorted(run.ref.tags)]
+        return hashlib.sha256(json.dumps(doc, default=str).encode()).hexdigest()
+
+    def spec(self) -> AdapterSpec:
+        if self.uri.raw != self.uri.redacted:
+            raise NotPortable(
+                f"{self.uri.redacted} has credentials inside the URI, which would travel to every Ray worker in the "
+                "task's arguments; remove them from the URI and set MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD "
+                "(or MLFLOW_TRACKING_TOKEN) instead")
+        raw = self.uri.raw
+        if self.uri.kind == _uri.FILE:
+            raw = self.uri.mlflow_uri  # absolute: a worker's working folder is not ours
+        elif self.uri.dialect == "sqlite" and self.uri.sqlite_path is not None:
+            raw = f"sqlite:///{self.uri.sqlite_path.resolve()}"
+        # Workers keep no history cache: they share no disk with each other or with this process,
+        # and a run reaches a worker only when it changed since the last scan.
+        return AdapterSpec("mlflow", (("uri", raw), ("cache_dir", None), ("workers", self.workers),
+                                      ("ui_url", self.ui_base), ("timeout", self._timeout)))
+
+    def adopt(self, run: MlflowRun) -> MlflowRun:
+        with self._lock:
+            self._runs[run.id] = run
+        return run
 
     def current_tags(self, run_id: str) -> dict[str, str]:
         return self.run(run_id).tags

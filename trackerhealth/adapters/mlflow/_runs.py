@@ -130,6 +130,18 @@ class RestLister:
         body = self.rest.post("/api/2.0/mlflow/experiments/search", {"max_results": limit}, what="listing experiments")
         return [e["name"] for e in body.get("experiments", []) if isinstance(e, dict) and "name" in e]
 
+    def experiment_ids(self) -> list[str]:
+        """Every active experiment's id (all pages)."""
+        ids, token = [], None
+        while True:
+            req = {"max_results": PAGE, "view_type": "ACTIVE_ONLY", **({"page_token": token} if token else {})}
+            body = self.rest.post("/api/2.0/mlflow/experiments/search", req, what="listing experiments")
+            ids += [str(e["experiment_id"]) for e in body.get("experiments", []) if isinstance(e, dict)
+                    and "experiment_id" in e]
+            token = body.get("next_page_token")
+            if not token:
+                return ids
+
     def search(self, experiment_ids: list[str], filter_string: str) -> Iterator[dict]:
         token = None
         while True:
@@ -197,6 +209,19 @@ class ClientLister:
 
     def experiment_names(self, limit: int = 50) -> list[str]:
         return [e.name for e in self.client.search_experiments(max_results=limit)]
+
+    def experiment_ids(self) -> list[str]:
+        """Every active experiment's id (all pages)."""
+        ids, token = [], None
+        while True:
+            try:
+                page = self.client.search_experiments(max_results=PAGE, page_token=token)
+            except self._exc as exc:
+                raise self._wrap(exc, "listing experiments") from None
+            ids += [str(e.experiment_id) for e in page]
+            token = page.token
+            if not token:
+                return ids
 
     def search(self, experiment_ids: list[str], filter_string: str) -> Iterator[dict]:
         token = None
