@@ -56,3 +56,46 @@ def test_unknown_endpoints_filters_and_keys(server):
     post(server, "/graphql", {"query": query, "variables": {"f": json.dumps({"state": {"$like": "fin%"}})}})
     assert any("$like" in v for v in server.violations)
     assert post(server, "/graphql", {"query": "query Viewer { viewer { id } }"}, key="x" * 40)[0] == 401
+
+
+def get_projects(server, entity: str, cursor: str | None = None, per_page: int = 2) -> tuple[int, dict]:
+    """The SDK's own ``GetProjects`` (``Api().projects``), paged ``per_page`` at a time."""
+    from wandb.apis._generated import GET_PROJECTS_GQL
+
+    return post(server, "/graphql", {"query": GET_PROJECTS_GQL, "operationName": "GetProjects",
+                                     "variables": {"entity": entity, "cursor": cursor, "perPage": per_page}})
+
+
+def test_models_pages_an_entitys_projects_by_cursor(server):
+    pytest.importorskip("wandb.apis._generated")
+    for name in ("p2", "p3", "p4"):
+        server.store.add_run("e", name, "r1")
+    server.store.add_run("other", "x", "r1")
+    names, cursor, pages = [], None, 0
+    while True:
+        status, doc = get_projects(server, "e", cursor)
+        assert status == 200 and "errors" not in doc, doc
+        conn = doc["data"]["models"]
+        page = [edge["node"] for edge in conn["edges"]]
+        assert len(page) <= 2 and all(n["entityName"] == "e" and n["__typename"] == "Project" for n in page)
+        assert all(n["createdAt"] and n["isBenchmark"] is False and n["user"]["apiKeys"] == {"edges": []}
+                   for n in page)
+        names += [n["name"] for n in page]
+        pages += 1
+        if not conn["pageInfo"]["hasNextPage"]:
+            break
+        cursor = conn["pageInfo"]["endCursor"]
+        if pages == 1:
+            server.store.add_run("e", "p5", "r1")  # a project added between pages is not lost or repeated
+    assert names == ["p", "p2", "p3", "p4", "p5"] and pages == 3
+    assert not server.violations, server.violations
+
+
+def test_models_of_an_entity_without_projects_is_an_empty_connection(server):
+    pytest.importorskip("wandb.apis._generated")
+    status, doc = get_projects(server, "nobody")
+    assert status == 200 and doc["data"]["models"] == {"pageInfo": {"__typename": "PageInfo", "endCursor": None,
+                                                                    "hasNextPage": False}, "edges": []}
+    status, doc = get_projects(server, "e", cursor="bm90LWEtY3Vyc29y")
+    assert "invalid cursor" in doc["errors"][0]["message"]
+    assert not server.violations, server.violations

@@ -4,10 +4,10 @@
 :func:`exercise` drives everything trackerhealth does through the SDK — list, read histories
 (parquet export + live tail) and system metrics, read runs fresh, write tags and summary, upload
 the dashboard, alert, find and save the project report, a second (incremental) scan, a run
-deleted mid-scan — plus the SDK's sampled history read. The server runs with
-``strict_operations=False`` for it, so only the schema is enforced; ``test_contract.py`` runs the
-same exercise and compares what was sent with the file, so an SDK upgrade that changes a request
-fails there with the difference.
+deleted mid-scan, list the entity's projects (``scan --entity``: ``wandb.Api().projects``) — plus
+the SDK's sampled history read. The server runs with ``strict_operations=False`` for it, so only
+the schema is enforced; ``tests/wandb/test_api_cli.py`` runs the same exercise and compares what
+was sent with the file, so an SDK upgrade that changes a request fails there with the difference.
 """
 
 from __future__ import annotations
@@ -56,6 +56,11 @@ def exercise(server: ContractServer, workdir: Path) -> None:
             adapter = WandbApiAdapter(f"{ENTITY}/{PROJECT}", cache_dir=workdir / "cache", workers=2)
             scan(adapter, writer_for(adapter), workers=2)  # ends with the report and scan_complete()
             adapter.close()
+        # ``scan --entity``: the entity's projects, through the SDK's Api().projects (GetProjects).
+        from trackerhealth.adapters.wandb._projects import list_projects
+
+        listed = list_projects(ENTITY, timeout=30)
+        assert listed == [PROJECT], listed
         # The SDK's sampled history read (RunSampledHistory), which trackerhealth does not use.
         import wandb
 

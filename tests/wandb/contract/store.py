@@ -92,6 +92,7 @@ class Store:
         self.viewer_entity = "trackerhealth-ci"
         self.runs: dict[tuple[str, str, str], StoredRun] = {}  # (entity, project, name)
         self.projects: dict[tuple[str, str], int] = {}  # -> internal id
+        self.project_created: dict[tuple[str, str], datetime] = {}
         self.views: dict[str, dict] = {}
         self.alerts: list[dict] = []
         self.uploads: dict[str, tuple[StoredRun, str]] = {}  # upload path -> (run, file name)
@@ -99,9 +100,17 @@ class Store:
         self.mutations: list[tuple[str, dict]] = []  # (mutation, input) in arrival order
 
     # -- filling the store (tests) -------------------------------------------------------------
+    def add_project(self, entity: str, project: str) -> int:
+        """The project (created empty if new); its internal id."""
+        with self.lock:
+            if (entity, project) not in self.projects:
+                self.projects[(entity, project)] = len(self.projects) + 1
+                self.project_created[(entity, project)] = now()
+            return self.projects[(entity, project)]
+
     def add_run(self, entity: str, project: str, name: str, *, display_name: str | None = None, **fields) -> StoredRun:
         with self.lock:
-            self.projects.setdefault((entity, project), len(self.projects) + 1)
+            self.add_project(entity, project)
             run = StoredRun(entity, project, name, display_name or name, **fields)
             self.runs[(entity, project, name)] = run
             return run
@@ -169,6 +178,26 @@ class _Root:
             if (entity, name) not in self.s.projects:
                 return None
         return _Project(self.s, entity, name)
+
+    def models(self, info, entityName=None, after=None, first=None):
+        """The entity's projects, oldest first, as W&B pages them: an entity with none (or one that
+        does not exist) is an empty connection, not an error. The cursor is opaque and names the
+        last project of the page, so a page boundary holds while projects are added."""
+        entity = entityName or self.s.viewer_entity
+        with self.s.lock:
+            ids = sorted((pid, name) for (e, name), pid in self.s.projects.items() if e == entity)
+        start = 0
+        if after:
+            last = _cursor_id(after, "Project")
+            start = next((i for i, (pid, _) in enumerate(ids) if pid > last), len(ids))
+        size = 50 if first is None else first
+        if size < 0:
+            raise GraphQLNotFound(f"first must not be negative, got {first}")
+        page = ids[start:start + size]
+        return {"edges": [{"node": _Project(self.s, entity, name), "cursor": _cursor("Project", pid)}
+                          for pid, name in page],
+                "pageInfo": {"hasNextPage": start + len(page) < len(ids),
+                             "endCursor": _cursor("Project", page[-1][0]) if page else None}}
 
     def entity(self, info, name=None):
         return {"id": "RW50aXR5OjE=", "name": name or self.s.viewer_entity}
@@ -264,12 +293,36 @@ class _View:
         return {"id": "VXNlcjox", "username": entity, "email": f"{entity}@example.com", "photoUrl": None}
 
 
+def _cursor(kind: str, internal_id: int) -> str:
+    return base64.b64encode(f"{kind}Cursor:{internal_id}".encode()).decode()
+
+
+def _cursor_id(cursor: str, kind: str) -> int:
+    try:
+        label, _, number = base64.b64decode(cursor, validate=True).decode().partition(":")
+        if label == f"{kind}Cursor":
+            return int(number)
+    except ValueError:
+        pass
+    raise GraphQLNotFound(f"invalid cursor {cursor!r}")
+
+
 class _Project:
     def __init__(self, store: Store, entity: str, name: str):
         self.s, self.entityName, self.name = store, entity, name
         self.readOnly = False
+        self.isBenchmark = False
         self.internalId = str(store.projects[(entity, name)])
         self.id = base64.b64encode(f"Project:{self.internalId}".encode()).decode()
+        self.createdAt = iso(store.project_created.get((entity, name)) or now())
+
+    @property
+    def user(self):
+        # The project's creator: the viewer (the store has one user). W&B shows no one else's keys.
+        entity = self.s.viewer_entity
+        return {"id": "VXNlcjox", "name": entity, "username": entity, "email": f"{entity}@example.com",
+                "admin": False, "flags": "{}", "entity": entity, "deletedAt": None, "apiKeys": {"edges": []},
+                "teams": {"edges": [{"node": {"id": "RW50aXR5OjE=", "name": entity}}]}}
 
     def _runs(self, filters: str | None, order: str | None) -> list[StoredRun]:
         spec = json.loads(filters) if filters else {}
