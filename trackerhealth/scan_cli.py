@@ -68,8 +68,11 @@ def _ui_url(ctx, param, value):
 
 
 @click.command("scan", context_settings=CONTEXT)
-@click.option("--project", "--wandb-project", "wandb_project", metavar="ENTITY/PROJECT",
-              help="W&B project to scan through the W&B API (WANDB_API_KEY; WANDB_BASE_URL for W&B Server).")
+@click.option("--project", "--wandb-project", "wandb_projects", multiple=True, metavar="ENTITY/PROJECT",
+              help="W&B project to scan through the W&B API (WANDB_API_KEY; WANDB_BASE_URL for W&B Server; "
+                   "repeatable).")
+@click.option("--entity", "entities", multiple=True, metavar="ENTITY",
+              help="W&B: scan every project of this entity (repeatable).")
 @click.option("--wandb-dir", "wandb_dirs", multiple=True, type=click.Path(path_type=Path), metavar="PATH",
               help="Local W&B run folders to scan instead (a wandb/ folder or run folders; repeatable). "
                    "No network; nothing is written.")
@@ -78,7 +81,8 @@ def _ui_url(ctx, param, value):
                    "(./mlruns). Default: $MLFLOW_TRACKING_URI. Auth: MLFLOW_TRACKING_TOKEN or "
                    "MLFLOW_TRACKING_USERNAME/PASSWORD.")
 @click.option("--experiment", "-e", "experiments", multiple=True, metavar="NAME_OR_ID",
-              help="Experiment to scan, by name or id (repeatable).")
+              help="Experiment to scan, by name or id (repeatable: each is its own project in the summary).")
+@click.option("--all-experiments", is_flag=True, help="MLflow: scan every active experiment of the store.")
 @click.option("--filter", "filter_string", metavar="EXPR",
               help="MLflow: a search filter, e.g. \"params.optimizer = 'adam'\" (no OR). W&B: filter JSON, "
                    "e.g. '{\"config.optimizer\": \"adam\"}'.")
@@ -101,11 +105,18 @@ def _ui_url(ctx, param, value):
               help="Longest wait for one tracker request, retries included (default 30; $TRACKERHEALTH_TIMEOUT); "
                    "a server that does not answer in time is named and the scan exits 3.")
 @click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
-              help="Requests in flight (match the server's --workers).")
+              help="Requests in flight (match the server's --workers); with --ray, runs in flight on the "
+                   "cluster, each making one request at a time.")
+@click.option("--ray", "ray_address", metavar="ADDRESS", envvar="TRACKERHEALTH_RAY_ADDRESS",
+              help="Process runs as Ray tasks: local (start Ray on this machine), auto, HOST:PORT or "
+                   "ray://HOST:10001 (pip install 'trackerhealth[ray]').")
 @config_option
 @click.option("--cache-dir", type=click.Path(path_type=Path), envvar="TRACKERHEALTH_CACHE_DIR", default=None,
               help="History cache (default: the user cache dir, e.g. ~/.cache/trackerhealth; keep it in your CI cache).")
 @click.option("--no-cache", is_flag=True, help="Fetch every history in full; read and write no cache.")
+@click.option("--reanalyze", is_flag=True,
+              help="Analyse and write every run again, also those unchanged since the last scan (the history "
+                   "cache still saves the download).")
 @click.option("--dry-run", is_flag=True, help="Report only: write no tags or artifacts, send no alerts.")
 @click.option("--alert-webhook", envvar="TRACKERHEALTH_ALERT_WEBHOOK", metavar="URL",
               help="Slack-compatible webhook for each newly critical finding (default: $TRACKERHEALTH_ALERT_WEBHOOK).")
@@ -114,9 +125,9 @@ def _ui_url(ctx, param, value):
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: only when stderr is a terminal).")
 @click.option("--full", is_flag=True, help="In JSON, include ok, skipped and error findings too.")
-def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_ids, since, states, tags, all_runs,
-         no_wandb_alerts, no_report, fmt, fail_on, loss_key, workers, config_path, cache_dir, no_cache, dry_run, alert_webhook,
-         mlflow_ui_url, progress, full, timeout) -> None:
+def scan(wandb_projects, entities, wandb_dirs, mlflow_uri, experiments, all_experiments, filter_string, run_ids, since,
+         states, tags, all_runs, no_wandb_alerts, no_report, fmt, fail_on, loss_key, workers, ray_address, config_path,
+         cache_dir, no_cache, reanalyze, dry_run, alert_webhook, mlflow_ui_url, progress, full, timeout) -> None:
     """Scan W&B or MLflow runs, write their health back onto each run, alert on new critical findings.
 
     W&B (--project ENTITY/PROJECT): each run gets tags health:ok or health:<diagnosis>, summary
@@ -133,8 +144,13 @@ def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_
     \b
       tags.trackerhealth.status = 'critical'
 
-    Histories are cached, so a scheduled scan downloads only new steps. Nothing else on a run
-    (other tags, config, params, metrics, state) is ever touched.
+    Histories are cached, so a scheduled scan downloads only new steps, and a run unchanged since
+    the last scan keeps its report (counted as reused: nothing fetched, analysed or written).
+    Nothing else on a run (other tags, config, params, metrics, state) is ever touched.
+
+    Fleets: --project and --experiment repeat, --entity scans every project of a W&B entity,
+    --all-experiments every MLflow experiment; one summary, and one project's failure is that
+    project's. --ray runs each run's fetch, analysis and write as a Ray task on a cluster.
 
     \b
     Examples:
@@ -149,6 +165,8 @@ def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_
           --mlflow-ui-url http://mlflow.internal:5000
       trackerhealth scan --mlflow-uri ./mlruns -e Default --dry-run --format markdown
       trackerhealth scan --run 1455c5d579de434490f60138d67492de --dry-run
+      trackerhealth scan --entity my-team --ray auto --format json > fleet.json
+      trackerhealth scan --mlflow-uri http://mlflow.internal:5000 --all-experiments --ray ray://head:10001
 
     \b
     Exit codes: 0 healthy; 1 a run at or above --fail-on; 2 usage or configuration error, or a run
@@ -163,122 +181,222 @@ def scan(wandb_project, wandb_dirs, mlflow_uri, experiments, filter_string, run_
         _die(f"{exc}; pass the webhook's full https:// URL to --alert-webhook", exit_codes.USAGE)
     show = progress if progress is not None else _isatty(sys.stderr)
     bar = _Progress(bool(show))
-    common = {"fmt": fmt, "fail_on": fail_on, "workers": workers, "dry_run": dry_run, "full": full, "bar": bar,
-              "config": config, "timeout": timeout}
-    if wandb_project and wandb_dirs:
-        _die("pass either --project (the W&B API) or --wandb-dir (local folders), not both", exit_codes.USAGE)
-    if (wandb_project or wandb_dirs) and (experiments or mlflow_ui_url):
-        _die("--experiment and --mlflow-ui-url are MLflow options; a W&B scan takes --project or --wandb-dir",
-             exit_codes.USAGE)
-    if not (wandb_project or wandb_dirs) and (states or tags or all_runs or no_wandb_alerts or no_report):
+    wandb_api = bool(wandb_projects or entities)
+    if wandb_api and wandb_dirs:
+        _die("pass either --project/--entity (the W&B API) or --wandb-dir (local folders), not both", exit_codes.USAGE)
+    if (wandb_api or wandb_dirs) and (experiments or all_experiments or mlflow_ui_url):
+        _die("--experiment, --all-experiments and --mlflow-ui-url are MLflow options; a W&B scan takes --project, "
+             "--entity or --wandb-dir", exit_codes.USAGE)
+    if not (wandb_api or wandb_dirs) and (states or tags or all_runs or no_wandb_alerts or no_report):
         _die("--state, --tag, --all-runs, --no-wandb-alerts and --no-report are W&B options: add --project "
              "ENTITY/PROJECT", exit_codes.USAGE)
+    if all_experiments and (experiments or run_ids):
+        _die("--all-experiments already selects every experiment: drop --experiment/--run, or drop it",
+             exit_codes.USAGE)
+    cache = None if no_cache else (cache_dir if cache_dir is not None else _default())
+    job = _Job(fmt=fmt, fail_on=fail_on, workers=workers, dry_run=dry_run, full=full, bar=bar, config=config,
+               cache=cache, reuse=not (no_cache or reanalyze), ray_address=ray_address, alert_webhook=alert_webhook, timeout=timeout)
     if wandb_dirs:
         if filter_string or run_ids or since or states or tags:
             _die("--wandb-dir scans every run folder under the paths; selection options need --project", exit_codes.USAGE)
-        _scan_wandb_dirs(wandb_dirs, **common)
-    elif wandb_project:
-        _scan_wandb(wandb_project, filter_string=filter_string, run_ids=run_ids, since=since, states=states,
-                    tags=tags, all_runs=all_runs, notify=not no_wandb_alerts, report=not no_report, sender=sender,
-                    cache_dir=None if no_cache else (cache_dir if cache_dir is not None else _default()), **common)
+        if ray_address:
+            _die("--wandb-dir reads folders on this machine only; scan them without --ray", exit_codes.USAGE)
+        _scan_wandb_dirs(wandb_dirs, job)
+    elif wandb_api:
+        _scan_wandb(job, wandb_projects, entities, filter_string=filter_string, run_ids=run_ids, since=since,
+                    states=states, tags=tags, all_runs=all_runs, notify=not no_wandb_alerts, report=not no_report,
+                    sender=sender)
     else:
-        _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_dir, no_cache, sender,
-                     mlflow_ui_url, **common)
+        _scan_mlflow(job, mlflow_uri, experiments, all_experiments, filter_string, run_ids, since, sender,
+                     mlflow_ui_url)
 
 
-def _scan_mlflow(mlflow_uri, experiments, filter_string, run_ids, since, cache_dir, no_cache, sender, mlflow_ui_url,
-                 *, fmt, fail_on, workers, dry_run, full, bar, config, timeout) -> None:
-    from .adapters.mlflow import (
-        ApiError,
-        MlflowAdapter,
-        MlflowMissing,
-        SelectionError,
-        TrackerUnreachable,
-    )
+@dataclasses.dataclass
+class _Job:
+    """What every project of one scan shares."""
+
+    fmt: str
+    fail_on: str
+    workers: int
+    dry_run: bool
+    full: bool
+    bar: _Progress
+    config: object
+    cache: Path | None
+    reuse: bool  # keep unchanged runs' reports (not with --no-cache or --reanalyze)
+    ray_address: str | None
+    alert_webhook: str | None
+    timeout: float | None
+
+
+@dataclasses.dataclass
+class _Target:
+    """One project of the scan: its name in the summary and how to open its adapter."""
+
+    label: str
+    open: object  # () -> Adapter; may raise SelectionError
+
+
+def _engine(job: _Job, notify: bool = True, report: bool = True):
+    if not job.ray_address:
+        return None
+    from .fleet.ray_engine import RayEngine
+
+    return RayEngine(job.ray_address, in_flight=job.workers, notify=notify, report=report,
+                     alert_webhook=job.alert_webhook, timeout=job.timeout)
+
+
+def _scan_targets(job: _Job, targets: list[_Target], writer_options: dict, list_errors: tuple[type, ...]):
+    """Scan each target in turn with one engine; a single target's listing failure ends the
+    command as before (exit 2 or 3), one of several is that project's error and the others go on."""
+    from .adapters.base import SelectionError, TrackerUnreachable
+    from .reuse import ReuseStore, scan_key
+    from .scan import LIST, UNREACHABLE, ScanError, ScanResult, combine
     from .scan import scan as run_scan
     from .trackers import writer_for
 
+    engine = _engine(job, writer_options.get("notify", True), writer_options.get("report", True))
+    key = scan_key(job.config, sorted((k, v) for k, v in writer_options.items() if k != "alert"), bool(job.alert_webhook))
+    results, notes, per_project = [], [], []
     try:
-        adapter = MlflowAdapter(
-            mlflow_uri, experiments=experiments, filter_string=filter_string, run_ids=run_ids, since=since,
-            cache_dir=None if no_cache else (cache_dir if cache_dir is not None else _default()),
-            workers=workers, ui_url=mlflow_ui_url, timeout=timeout)
-    except SelectionError as exc:
-        _die(str(exc), exit_codes.USAGE)
+        for target in targets:
+            adapter = None
+            try:
+                adapter = target.open()
+                writer = writer_for(adapter, config=job.config, **writer_options)
+                reuse = ReuseStore(job.cache, adapter.scope, key) if job.reuse else None
+                result = run_scan(adapter, writer, job.config, workers=job.workers, dry_run=job.dry_run,
+                                  progress=job.bar, engine=engine, reuse=reuse)
+                notes.extend(_project_notes(adapter, result))
+            except (SelectionError, TrackerUnreachable, *list_errors) as exc:
+                if len(targets) == 1:
+                    raise
+                kind = UNREACHABLE if isinstance(exc, TrackerUnreachable) else LIST
+                result = ScanResult(errors=(ScanError(target.label, "", kind, f"listing the project's runs failed: "
+                                                                                f"{exc}"),))
+            finally:
+                if adapter is not None:
+                    adapter.close()
+            results.append(result)
+            per_project.append({"project": target.label, **result.summary.to_dict(),
+                                "error": next((e.message for e in result.errors if not e.run_id), None)})
+    finally:
+        job.bar.finish()
+        if engine is not None:
+            engine.close()
+    merged = combine(results)
+    return merged, [*merged.notes, *notes], per_project if len(targets) > 1 else None
+
+
+def _project_notes(adapter, result) -> list[str]:
+    from .adapters.wandb import WandbApiAdapter
+
+    if isinstance(adapter, WandbApiAdapter) and adapter.listed_since and not result.summary.listed:
+        return [f"no run of {adapter.path} was updated since {adapter.listed_since} UTC (the last scan); "
+                "--all-runs lists every run"]
+    return []
+
+
+def _scan_mlflow(job, mlflow_uri, experiments, all_experiments, filter_string, run_ids, since, sender,
+                 mlflow_ui_url) -> None:
+    from .adapters.mlflow import ApiError, MlflowAdapter, MlflowMissing, SelectionError, TrackerUnreachable
+
+    def opener(exps):
+        return lambda: MlflowAdapter(mlflow_uri, experiments=exps, filter_string=filter_string, run_ids=run_ids,
+                                     since=since, cache_dir=job.cache, workers=job.workers, ui_url=mlflow_ui_url,
+                                     timeout=job.timeout)
 
     try:
-        writer = writer_for(adapter, alert=sender, config=config)
-        result = run_scan(adapter, writer, config, workers=workers, dry_run=dry_run, progress=bar)
-    except MlflowMissing as exc:
-        _die(str(exc), exit_codes.USAGE)
-    except SelectionError as exc:
+        if all_experiments:
+            probe = MlflowAdapter(mlflow_uri, cache_dir=None, workers=job.workers, timeout=job.timeout)
+            try:
+                experiments = probe.experiment_ids()
+            finally:
+                probe.close()
+            if not experiments:
+                _die(f"{probe.uri.redacted} has no active experiment to scan", exit_codes.USAGE)
+        split = len(experiments) > 1 and not run_ids
+        targets = ([_Target(f"mlflow:{e}", opener([e])) for e in experiments] if split
+                   else [_Target(f"mlflow:{','.join(experiments) or 'runs'}", opener(list(experiments)))])
+        result, notes, projects = _scan_targets(job, targets, {"alert": sender}, (ApiError,))
+    except (MlflowMissing, SelectionError) as exc:
         _die(str(exc), exit_codes.USAGE)
     except TrackerUnreachable as exc:
         _die(str(exc), exit_codes.UNREACHABLE)
     except ApiError as exc:
-        if exc.status in (401, 403) or 400 <= exc.status < 500:
-            _die(f"{adapter.uri.redacted}: {exc}", exit_codes.USAGE)
-        _die(f"{adapter.uri.redacted} failed while listing runs: {exc}; check the server's logs", exit_codes.UNREACHABLE)
-    finally:
-        bar.finish()
-        adapter.close()
-
-    _finish(result, result.notes, fmt=fmt, fail_on=fail_on, full=full)
+        where = _uri_label(mlflow_uri)
+        if 400 <= exc.status < 500:
+            _die(f"{where}: {exc}", exit_codes.USAGE)
+        _die(f"{where} failed while listing runs: {exc}; check the server's logs", exit_codes.UNREACHABLE)
+    _finish(result, notes, fmt=job.fmt, fail_on=job.fail_on, full=job.full, projects=projects)
 
 
-def _scan_wandb(project, *, filter_string, run_ids, since, states, tags, all_runs, notify, report, sender, cache_dir,
-                fmt, fail_on, workers, dry_run, full, bar, config, timeout) -> None:
+def _uri_label(uri) -> str:
+    from .adapters.mlflow._uri import redact
+
+    return redact(uri or "$MLFLOW_TRACKING_URI")
+
+
+def _scan_wandb(job, projects, entities, *, filter_string, run_ids, since, states, tags, all_runs, notify, report,
+                sender) -> None:
     from .adapters._shared import parse_since
     from .adapters.base import SelectionError, TrackerUnreachable
     from .adapters.wandb import WandbApiAdapter, WandbMissing
-    from .scan import scan as run_scan
-    from .trackers import writer_for
 
-    adapter = None
+    def opener(path):
+        return lambda: WandbApiAdapter(path, filters=filter_string, states=states, tags=tags, run_ids=run_ids,
+                                       since_ms=parse_since(since), incremental=not all_runs, cache_dir=job.cache,
+                                       workers=job.workers, timeout=job.timeout)
+
     try:
-        adapter = WandbApiAdapter(project, filters=filter_string, states=states, tags=tags, run_ids=run_ids,
-                                  since_ms=parse_since(since), incremental=not all_runs, cache_dir=cache_dir,
-                                  workers=workers, timeout=timeout)
-        writer = writer_for(adapter, alert=sender, config=config, notify=notify, report=report)
-        # The loop ends with the writer's project report and the adapter's scan_complete().
-        result = run_scan(adapter, writer, config, workers=workers, dry_run=dry_run, progress=bar)
-        notes = list(result.notes)
+        paths = list(dict.fromkeys(projects))
+        if entities:
+            from .adapters.wandb._projects import list_projects
+
+            for entity in entities:
+                found = list_projects(entity, timeout=job.timeout)
+                if not found:
+                    click.echo(f"note: the W&B entity {entity} has no project this API key can see", err=True)
+                paths.extend(p for p in (f"{entity}/{name}" for name in found) if p not in paths)
+        if not paths:
+            _die("no W&B project to scan: the entities listed none", exit_codes.USAGE)
+        targets = [_Target(f"wandb:{p}", opener(p)) for p in paths]
+        # The loop ends each project with the writer's project report and the adapter's scan_complete().
+        result, notes, per_project = _scan_targets(job, targets, {"alert": sender, "notify": notify, "report": report},
+                                                   ())
     except (SelectionError, WandbMissing) as exc:
         _die(str(exc), exit_codes.USAGE)
     except TrackerUnreachable as exc:
         _die(str(exc), exit_codes.UNREACHABLE)
-    finally:
-        bar.finish()
-        if adapter is not None:
-            adapter.close()
-    if adapter.listed_since and not result.summary.listed:
-        notes.append(f"no run of {adapter.path} was updated since {adapter.listed_since} UTC (the last scan); "
-                     "--all-runs lists every run")
-    _finish(result, notes, fmt=fmt, fail_on=fail_on, full=full)
+    _finish(result, notes, fmt=job.fmt, fail_on=job.fail_on, full=job.full, projects=per_project)
 
 
-def _scan_wandb_dirs(roots, *, fmt, fail_on, workers, dry_run, full, bar, config, timeout) -> None:
+def _scan_wandb_dirs(roots, job) -> None:
     from .adapters.wandb import WandbFolderAdapter, WandbFolderError, WandbMissing
     from .scan import scan as run_scan
 
     try:
-        result = run_scan(WandbFolderAdapter(roots), None, config, workers=workers, dry_run=dry_run, progress=bar)
+        result = run_scan(WandbFolderAdapter(roots), None, job.config, workers=job.workers, dry_run=job.dry_run,
+                          progress=job.bar)
     except (WandbFolderError, WandbMissing) as exc:
         _die(str(exc), exit_codes.USAGE)
     finally:
-        bar.finish()
-    _finish(result, ["local W&B folders are only read: nothing is written back"], fmt=fmt, fail_on=fail_on,
-            full=full)
+        job.bar.finish()
+    _finish(result, ["local W&B folders are only read: nothing is written back"], fmt=job.fmt, fail_on=job.fail_on,
+            full=job.full)
 
 
-def _finish(result, notes, *, fmt, fail_on, full) -> None:
+def _finish(result, notes, *, fmt, fail_on, full, projects=None) -> None:
     summary = result.summary
     wall = wall_seconds()
     if wall is not None:  # the command's wall time (listing, connecting, imports), not only the scan loop's
         summary = dataclasses.replace(summary, elapsed_seconds=max(wall, summary.elapsed_seconds))
     errors = [e.to_dict() for e in result.errors]
     skipped = [s.to_dict() for s in result.skipped]
-    extra = {"full": full, "summary": {**summary.to_dict(), "skipped": skipped}} if fmt == "json" else {}
+    doc = {**summary.to_dict(), "skipped": skipped}
+    if projects is not None:
+        doc["projects"] = projects
+    extra = {"full": full, "summary": doc} if fmt == "json" else {}
     text = render(fmt, result.reports, errors, **extra)
     if text is not None:
         click.echo(text)

@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .adapters.base import Adapter
+from .adapters.base import Adapter, AdapterSpec
 from .writers.base import AlertSink, Writer
 
 if TYPE_CHECKING:
     from .config import Config
 
-__all__ = ["TRACKERS", "Tracker", "WriterOptions", "get", "writer_for"]
+__all__ = ["TRACKERS", "Tracker", "WriterOptions", "get", "open_adapter", "tracker_of", "writer_for"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,11 @@ class Tracker:
     adapter: Callable[[], type[Adapter]]  # imports and returns the adapter class
     writer: Callable[[Adapter, WriterOptions], Writer] | None  # None: read only, nothing is written
     description: str
+    # Environment variables holding this tracker's secrets: a Ray worker gets them from the
+    # driver through the object store (trackerhealth.fleet.credentials), never in task arguments.
+    credential_env: tuple[str, ...] = ()
+    # Settings without secrets that a worker needs as the driver has them (runtime_env env_vars).
+    setting_env: tuple[str, ...] = ()
 
     @property
     def read_only(self) -> bool:
@@ -93,9 +98,15 @@ def _wandb_folder_adapter() -> type[Adapter]:
 
 TRACKERS: dict[str, Tracker] = {t.name: t for t in (
     Tracker("mlflow", "trackerhealth.adapters.mlflow", _mlflow_adapter, _mlflow_writer,
-            "an MLflow tracking server, database or file store (tags and artifacts are written back)"),
+            "an MLflow tracking server, database or file store (tags and artifacts are written back)",
+            credential_env=("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
+                            "DATABRICKS_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                            "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCESS_KEY"),
+            setting_env=("MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH", "MLFLOW_S3_ENDPOINT_URL",
+                         "MLFLOW_ALLOW_FILE_STORE", "AWS_DEFAULT_REGION", "DATABRICKS_HOST")),
     Tracker("wandb", "trackerhealth.adapters.wandb._api", _wandb_adapter, _wandb_writer,
-            "a W&B project through the W&B API (tags, summary keys, the dashboard file, alerts, a report)"),
+            "a W&B project through the W&B API (tags, summary keys, the dashboard file, alerts, a report)",
+            credential_env=("WANDB_API_KEY",), setting_env=("WANDB_BASE_URL",)),
     Tracker("wandb-local", "trackerhealth.adapters.wandb._folders", _wandb_folder_adapter, None,
             "local W&B run folders (read only)"),
 )}
@@ -116,6 +127,11 @@ def tracker_of(adapter: Adapter) -> Tracker:
             return tracker
     raise TypeError(f"{type(adapter).__name__} is not a registered tracker adapter "
                     f"({', '.join(TRACKERS)}); add it to trackerhealth.trackers.TRACKERS")
+
+
+def open_adapter(spec: AdapterSpec) -> Adapter:
+    """The adapter ``spec`` describes (:meth:`Adapter.spec`), opened in this process (a Ray worker)."""
+    return get(spec.tracker).adapter()(**spec.kwargs())
 
 
 def writer_for(adapter: Adapter, *, alert: AlertSink | None = None, config: Config | None = None,

@@ -24,6 +24,8 @@ query the SDK itself sends (``GetDefaultEntity``). Runs are fetched in parallel 
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import socket
@@ -38,7 +40,7 @@ from ...redaction import redact_secrets
 from ...retry import RETRY_STATUS, RetryPolicy
 from ...schema import RunHistory, RunRef
 from .._shared import default_cache_dir
-from ..base import Adapter, Fetched, RunSkipped, SelectionError, TrackerUnreachable
+from ..base import Adapter, AdapterSpec, Fetched, RunSkipped, SelectionError, TrackerUnreachable
 from ._api_cache import ApiHistoryCache
 from ._api_rows import LongRows, history_rows, system_rows
 from ._records import INSTALL_HINT, WandbMissing
@@ -111,9 +113,10 @@ class WandbApiRun:
     history (line count, heartbeat): with ``ref.state``, what the cache compares."""
 
     ref: RunRef
-    sdk: Any
+    sdk: Any  # None while the run travels to another process (see WandbApiAdapter.portable)
     lines: int | None
     heartbeat: str | None
+    attrs: dict | None = None  # the listing's attributes, kept while ``sdk`` is None
 
 
 class WandbApiAdapter(Adapter):
@@ -295,6 +298,38 @@ class WandbApiAdapter(Adapter):
 
     def _run_url(self, run_id: str) -> str:
         return f"{self.app_url}/{self.entity}/{self.project}/runs/{run_id}"
+
+    # -- re-scans and Ray workers ------------------------------------------------------------
+    @property
+    def scope(self) -> str:
+        return f"wandb/{urlsplit(self.base_url).netloc}/{self.path}"
+
+    def signature(self, run: WandbApiRun) -> str:
+        """History lines, heartbeat, state, config and the user's tags. trackerhealth's writes
+        (``health:*`` tags, ``trackerhealth/*`` summary keys, the dashboard file) touch none of them."""
+        config = getattr(run.sdk, "_attrs", {}).get("config") if run.sdk is not None else (run.attrs or {}).get("config")
+        user_tags = sorted(t for t in run.ref.tags if not t.startswith("health:"))
+        doc = [run.lines, run.heartbeat, run.ref.state, run.ref.name, user_tags, config]
+        return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+    def spec(self) -> AdapterSpec:
+        self.api  # resolves the entity of a bare PROJECT from the key  # noqa: B018
+        # Workers keep no history cache: they share no disk; a run reaches one only when it changed.
+        return AdapterSpec("wandb", (("path", self.path), ("cache_dir", None), ("workers", self.workers),
+                                     ("timeout", self.timeout), ("base_url", self.base_url)))
+
+    def portable(self, run: WandbApiRun) -> WandbApiRun:
+        if run.sdk is None:
+            return run
+        return dataclasses.replace(run, sdk=None, attrs=dict(getattr(run.sdk, "_attrs", {})))
+
+    def adopt(self, run: WandbApiRun) -> WandbApiRun:
+        if run.sdk is not None:
+            return run
+        from . import _sdk
+
+        sdk = _sdk.listed_run(self.api, self.entity, self.project, run.ref.id, run.attrs or {"name": run.ref.id})
+        return dataclasses.replace(run, sdk=sdk, attrs=None)
 
     # -- fetching ----------------------------------------------------------------------------
     def fetch_history(self, run: WandbApiRun) -> Fetched:

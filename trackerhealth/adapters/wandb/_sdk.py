@@ -36,6 +36,16 @@ def fresh_run(api, entity: str, project: str, run_id: str):
     return Run(service, entity, project, run_id, lazy=False)
 
 
+def listed_run(api, entity: str, project: str, run_id: str, attrs: dict):
+    """The run object the listing gave, rebuilt from its attributes in another process (no request)."""
+    from wandb.apis.public import Run
+
+    service = getattr(api, "__dict__", {}).get("_service_api")
+    if service is None:
+        raise SdkChanged(f"wandb.Api has no _service_api; install a supported SDK with: {INSTALL_HINT}")
+    return Run(service, entity, project, run_id, attrs=attrs)
+
+
 def summary_of(run) -> dict:
     raw = run._attrs.get("summaryMetrics") or {}
     return json.loads(raw) if isinstance(raw, (str, bytes)) else dict(raw)
