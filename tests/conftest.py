@@ -118,3 +118,23 @@ def every_diagnosis_raises(monkeypatch):
     from trackerhealth import diagnoses
 
     monkeypatch.setattr(diagnoses, "REGISTRY", {k: _RaisingDiagnosis(v) for k, v in diagnoses.REGISTRY.items()})
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One real two-node Ray cluster on 127.0.0.1 for the session (tests/ray_cluster.py)."""
+    pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[test]'")
+    from ray_cluster import start_cluster
+
+    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED")}
+    cluster = start_cluster(free_port())
+    os.environ.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -90,7 +90,10 @@ def main(ctx: click.Context) -> None:
 @config_option
 @click.option("--step-column", default=None, help="Name of the step column in wide tables, when it is not step/global_step/iteration.")
 @click.option("--full", is_flag=True, help="In JSON, include ok, skipped and error findings too.")
-def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full) -> None:
+@click.option("--ray", "ray_address", metavar="ADDRESS", default=None,
+              help="Group a Parquet lake by run with Ray Data on this cluster: local (start Ray here), auto, "
+                   "HOST:PORT or ray://HOST:10001. Needs the ray extra.")
+def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_address) -> None:
     """Analyze local training logs: CSV, Parquet, JSONL (long or wide), HF trainer_state.json,
     Lightning metrics.csv, detectron2 metrics.json, TensorBoard event files, MLflow run folders,
     W&B run folders (offline or synced).
@@ -103,18 +106,47 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full) -> No
       trackerhealth analyze mlruns/0 --format markdown --fail-on warning
       trackerhealth analyze costs.csv --loss-key cost
       trackerhealth analyze wandb/ --format json > health.json
+      trackerhealth analyze exports/ --ray auto  # a Parquet lake: long rows with a run column
+
+    A folder, glob or files of Parquet that all have a run column (exported W&B histories, a dump
+    of MLflow's metrics table, Databricks' run_metrics_history) are one lake: one report per run,
+    a run's rows gathered from every file; --ray does the grouping on a Ray cluster.
     """
-    from .adapters.files import read_paths
-    from .engine import analyze as analyze_history
+    from .fleet.lake import is_lake
 
     config = load_config(config_path, loss_key)
-    histories, errors = read_paths(paths, step_column=step_column)
-    reports = [analyze_history(history, config) for history in histories]
+    if is_lake(paths):
+        reports, errors = _lake_reports(paths, config, ray_address), []
+    elif ray_address is not None:
+        die("--ray analyzes a Parquet lake: every path must be Parquet with a run column (run_id, run_uuid, "
+            "run or run_name); leave --ray out to read these files in this process")
+    else:
+        from .adapters.files import read_paths
+        from .engine import analyze as analyze_history
+
+        histories, errors = read_paths(paths, step_column=step_column)
+        reports = [analyze_history(history, config) for history in histories]
     text = render(fmt, reports, errors, **({"full": full} if fmt == "json" else {}))
     if text is not None:
         click.echo(text)
     echo_errors(errors)
     raise SystemExit(exit_codes.for_reports(reports, fail_on, input_errors=bool(errors)))
+
+
+def _lake_reports(paths, config, ray_address):
+    """One report per run of a Parquet lake, here or (``--ray``) on a Ray cluster."""
+    from .adapters.base import SelectionError
+    from .fleet.lake import LakeError, analyze_lake, analyze_lake_ray
+    from .fleet.ray_connect import RayUnreachable
+
+    try:
+        if ray_address is None:
+            return analyze_lake(paths, config)
+        return analyze_lake_ray(paths, config, ray_address)
+    except RayUnreachable as exc:
+        die(str(exc), exit_codes.UNREACHABLE)
+    except (LakeError, SelectionError) as exc:  # RayMissing is a SelectionError: usage, exit 2
+        die(str(exc))
 
 
 @click.command(name="diagnoses", context_settings=CONTEXT)

@@ -6,8 +6,8 @@ CLI module, and nothing but click at module level, so ``scan --help`` stays fast
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-
 import sys
 from pathlib import Path
 
@@ -249,13 +249,22 @@ def _engine(job: _Job, notify: bool = True, report: bool = True):
 def _scan_targets(job: _Job, targets: list[_Target], writer_options: dict, list_errors: tuple[type, ...]):
     """Scan each target in turn with one engine; a single target's listing failure ends the
     command as before (exit 2 or 3), one of several is that project's error and the others go on."""
+    engine = _engine(job, writer_options.get("notify", True), writer_options.get("report", True))
+    if engine is not None:
+        # Ray's driver prints cluster events (a worker that died, retried) on stdout; the report
+        # is the only thing stdout may carry (scan --format json > health.json), so they go to stderr.
+        with contextlib.redirect_stdout(sys.stderr):
+            return _scan_with(job, targets, writer_options, list_errors, engine)
+    return _scan_with(job, targets, writer_options, list_errors, None)
+
+
+def _scan_with(job: _Job, targets: list[_Target], writer_options: dict, list_errors: tuple[type, ...], engine):
     from .adapters.base import SelectionError, TrackerUnreachable
     from .reuse import ReuseStore, scan_key
     from .scan import LIST, UNREACHABLE, ScanError, ScanResult, combine
     from .scan import scan as run_scan
     from .trackers import writer_for
 
-    engine = _engine(job, writer_options.get("notify", True), writer_options.get("report", True))
     key = scan_key(job.config, sorted((k, v) for k, v in writer_options.items() if k != "alert"), bool(job.alert_webhook))
     results, notes, per_project = [], [], []
     try:

@@ -1,0 +1,136 @@
+"""Ray as the engine, on a real two-node cluster (``ray start`` processes on 127.0.0.1) against
+the session's real MLflow server: the same health as one process, re-scans that never reach the
+cluster, a worker killed mid-scan, alerts exactly once, and the key never written down."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow_support import WebhookReceiver, corpus_history, json_out, log_history, manifest, scan_cli
+
+from trackerhealth.writers import mlflow_writer as mw
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def _runs(client, exp_id, count: int) -> dict[str, str]:
+    names = [e["name"] for e in manifest()][:count]
+    return {name: log_history(client, exp_id, corpus_history(name), name) for name in names}
+
+
+def _health(doc) -> dict:
+    return {r["run"]["id"]: (r["status"], r["score"], sorted((f["id"], f["level"]) for f in r["findings"]))
+            for r in doc["runs"]}
+
+
+def _ours(client, run_id) -> dict:
+    tags = client.get_run(run_id).data.tags
+    return {k: v for k, v in tags.items() if k.startswith("trackerhealth.") and k != mw.SCANNED_AT}
+
+
+def test_a_ray_scan_gives_what_one_process_gives_and_a_rescan_reuses_every_run(
+        ray_cluster, mlflow_server, client, experiment, cache_dir, tmp_path):
+    exp_id, exp_name = experiment
+    ids = _runs(client, exp_id, 8)
+    base = ["--mlflow-uri", mlflow_server.url, "-e", exp_name, "--format", "json", "--full", "--fail-on", "never"]
+
+    on_ray = scan_cli([*base, "--cache-dir", str(cache_dir), "--ray", ray_cluster.address, "--workers", "3"])
+    assert on_ray.exit_code == 0, on_ray.output
+    ray_doc = json_out(on_ray)
+    assert ray_doc["summary"]["analyzed"] == 8 and not ray_doc["errors"]
+    written = {rid: _ours(client, rid) for rid in ids.values()}
+    artifacts = {rid: sorted(a.path for a in client.list_artifacts(rid, "trackerhealth")) for rid in ids.values()}
+    assert all(written.values()) and all(artifacts.values())
+
+    # One process, writing again over what the cluster wrote: the same reports, tags and artifacts.
+    local = scan_cli([*base, "--cache-dir", str(tmp_path / "other-cache")])
+    assert local.exit_code == 0, local.output
+    local_doc = json_out(local)
+    assert _health(local_doc) == _health(ray_doc)
+    assert [r["run"]["id"] for r in local_doc["runs"]] == [r["run"]["id"] for r in ray_doc["runs"]]
+    assert {rid: _ours(client, rid) for rid in ids.values()} == written
+    assert {rid: sorted(a.path for a in client.list_artifacts(rid, "trackerhealth")) for rid in ids.values()} == artifacts
+
+    # Nothing changed: every run reused, nothing fetched, and the cluster is not even joined.
+    again = scan_cli([*base, "--cache-dir", str(cache_dir), "--ray", "127.0.0.1:1"])
+    assert again.exit_code == 0, again.output
+    s = json_out(again)["summary"]
+    assert (s["reused"], s["analyzed"], s["fetched_points"], s["written"]) == (8, 0, 0, 0)
+    assert _health(json_out(again)) == _health(ray_doc)
+
+
+def test_a_worker_killed_mid_scan_loses_no_run_and_alerts_once(ray_cluster, mlflow_server, client, experiment,
+                                                               cache_dir, tmp_path):
+    exp_id, exp_name = experiment
+    ids = _runs(client, exp_id, 14)
+    with WebhookReceiver() as hook:
+        env = {**os.environ, "TRACKERHEALTH_CACHE_DIR": str(cache_dir), "PYTHONUNBUFFERED": "1"}
+        out, err = tmp_path / "out.json", tmp_path / "err.txt"
+        with open(out, "wb") as stdout, open(err, "wb") as stderr:
+            proc = subprocess.Popen(
+                [str(Path(sys.executable).with_name("trackerhealth")), "scan", "--mlflow-uri", mlflow_server.url, "-e", exp_name,
+                 "--format", "json", "--fail-on", "never", "--ray", ray_cluster.address, "--workers", "2",
+                 "--alert-webhook", hook.url], stdout=stdout, stderr=stderr, env=env)
+            killed = []
+            deadline = time.monotonic() + 240
+            while proc.poll() is None and time.monotonic() < deadline:
+                if not killed:
+                    busy = ray_cluster.workers("trackerhealth_run")
+                    if busy:
+                        os.kill(busy[0].pid, signal.SIGKILL)
+                        killed.append(busy[0].pid)
+                time.sleep(0.02)
+            assert proc.wait(timeout=60) == 0, err.read_text()[-3000:]
+        assert killed, "no worker was seen running a run: nothing was killed"
+        doc = json.loads(out.read_text())
+        assert sorted(r["run"]["id"] for r in doc["runs"]) == sorted(ids.values())  # each run once
+        assert not doc["errors"], doc["errors"]
+        critical = {(r["run"]["id"], f["id"]) for r in doc["runs"] for f in r["findings"] if f["level"] == "critical"}
+        assert critical, "the corpus runs include critical ones"
+        sent = [(p["trackerhealth"]["run"]["id"], p["trackerhealth"]["finding"]["id"]) for p in hook.payloads]
+        assert sorted(sent) == sorted(critical)  # exactly once each, retried task or not
+
+
+def test_credentials_reach_workers_without_being_written_down(ray_cluster, mlflow_server, client, experiment,
+                                                              cache_dir):
+    exp_id, exp_name = experiment
+    _runs(client, exp_id, 2)
+    secret = "tok-" + os.urandom(8).hex()
+    with WebhookReceiver() as hook:
+        result = scan_cli(["--mlflow-uri", mlflow_server.url, "-e", exp_name, "--format", "json", "--fail-on",
+                           "never", "--cache-dir", str(cache_dir), "--ray", ray_cluster.address,
+                           "--alert-webhook", hook.url], env={"MLFLOW_TRACKING_TOKEN": secret})
+    assert result.exit_code == 0, result.output
+    hook_secret = hook.url.rsplit("/", 1)[-1]
+    leaks = []
+    for folder, _, files in os.walk(ray_cluster.temp_dir):
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            if secret.encode() in data or f"/B000/{hook_secret}".encode() in data:
+                leaks.append(path)
+    assert not leaks, f"a credential was written into the cluster's files: {leaks}"
+    assert secret not in result.output
+
+
+def test_credentials_inside_the_uri_are_refused_before_anything_is_sent(mlflow_server, client, experiment, cache_dir):
+    exp_id, exp_name = experiment
+    _runs(client, exp_id, 1)
+    with_password = mlflow_server.url.replace("http://", "http://alice:hunter2@")
+    # The address is never joined: the scan stops before any task is submitted.
+    result = scan_cli(["--mlflow-uri", with_password, "-e", exp_name, "--cache-dir", str(cache_dir), "--ray",
+                       "127.0.0.1:1"])
+    assert result.exit_code == 2
+    assert "credentials inside the URI" in result.output and "MLFLOW_TRACKING_USERNAME" in result.output
+    assert "hunter2" not in result.output
