@@ -134,3 +134,28 @@ def test_credentials_inside_the_uri_are_refused_before_anything_is_sent(mlflow_s
     assert result.exit_code == 2
     assert "credentials inside the URI" in result.output and "MLFLOW_TRACKING_USERNAME" in result.output
     assert "hunter2" not in result.output
+
+
+def test_ray_local_on_a_database_store_matches_one_process_and_rescans_for_free(client, tmp_path):
+    """The issue's own check: ``scan --mlflow-uri sqlite:///… -e E --ray local --format json``."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = MlflowClient(uri)
+    exp = store.create_experiment("fleet")
+    ids = _runs(store, exp, 4)
+    exe = str(Path(sys.executable).with_name("trackerhealth"))
+
+    def scan(cache: str, *extra) -> dict:
+        done = subprocess.run([exe, "scan", "--mlflow-uri", uri, "-e", "fleet", "--format", "json", "--fail-on", "never",
+                               "--cache-dir", str(tmp_path / cache), *extra], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout)
+
+    alone = scan("one-process", "--dry-run")
+    on_ray = scan("ray", "--ray", "local")
+    assert _health(on_ray) == _health(alone) and len(on_ray["runs"]) == len(ids)
+    again = scan("ray", "--ray", "local")
+    s = again["summary"]
+    assert (s["reused"], s["analyzed"], s["fetched_points"]) == (len(ids), 0, 0)
+    assert _health(again) == _health(on_ray)

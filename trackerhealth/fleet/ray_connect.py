@@ -66,7 +66,8 @@ def connect(address: str, *, num_cpus: int | None = None) -> RaySession:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         if address == LOCAL:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
+            # address="local": always a new instance here, never a cluster that `ray start` left running.
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **kwargs)
         else:
             host = address.removeprefix("ray://").split(":")[0]
             if host in ("127.0.0.1", "localhost"):

@@ -66,6 +66,8 @@ class ContractServer:
         self.strict_operations = strict_operations
         self._faults: list[dict] = []
         self._lock = threading.Lock()
+        self.in_flight = 0  # requests being answered now
+        self.max_in_flight = 0  # the most answered at once since reset_in_flight(): back-pressure tests
         self._known = known_operations()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
@@ -86,6 +88,19 @@ class ContractServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    def reset_in_flight(self) -> None:
+        with self._lock:
+            self.max_in_flight = self.in_flight
+
+    def _entered(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _left(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     def env(self) -> dict[str, str]:
         """The environment that points the SDK (and trackerhealth) at this server."""
@@ -278,7 +293,24 @@ def _handler(server: ContractServer):
                 return
             self._send(200, b"", "text/plain")
 
+    for name in ("do_GET", "do_POST", "do_PUT"):
+        if hasattr(Handler, name):
+            setattr(Handler, name, _counted(server, getattr(Handler, name)))
     return Handler
+
+
+def _counted(server: ContractServer, answer):
+    """``answer`` counted in the server's requests in flight (from request to reply; an idle
+    keep-alive connection is not a request)."""
+
+    def counted(self):
+        server._entered()
+        try:
+            return answer(self)
+        finally:
+            server._left()
+
+    return counted
 
 
 __all__ = ["OTEL_PATH", "SCHEMA", "ContractServer", "known_operations"]
