@@ -70,7 +70,7 @@ def _mlflow_adapter() -> type[Adapter]:
 def _mlflow_writer(adapter, options: WriterOptions) -> Writer:
     from .writers.mlflow_writer import MlflowWriter
 
-    return MlflowWriter(adapter.client, adapter.current_tags, alert=options.alert, config=options.config)
+    return MlflowWriter(lambda: adapter.client, adapter.current_tags, alert=options.alert, config=options.config)
 
 
 def _wandb_adapter() -> type[Adapter]:

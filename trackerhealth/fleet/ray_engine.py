@@ -25,6 +25,7 @@ The guarantees are the one-process scan's:
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ from ..scan import FETCH, Engine, RunResult, not_scanned, process_run
 from ..trackers import get, open_adapter, tracker_of, writer_for
 from ..writers.base import Writer
 from . import credentials as creds
-from .ray_connect import RaySession, connect, import_ray
+from .ray_connect import LOCAL, RaySession, connect, import_ray
 
 __all__ = ["RayEngine", "WorkerWriterOptions"]
 
@@ -99,7 +100,10 @@ class RayEngine(Engine):
     def _remote(self, tracker_name: str):
         ray = import_ray()
         if self._session is None:
-            self._session = connect(self.address)
+            # A Ray started here gets a slot per run in flight: a scan waits on the network far
+            # more than it computes, and Ray would otherwise run only one task per core.
+            local = max(self.in_flight, os.cpu_count() or 1) if self.address == LOCAL else None
+            self._session = connect(self.address, num_cpus=local)
         return ray.remote(scan_one).options(
             max_retries=MAX_RETRIES, retry_exceptions=False, num_cpus=self.num_cpus, name="trackerhealth_run",
             runtime_env={"env_vars": creds.runtime_settings(get(tracker_name))})

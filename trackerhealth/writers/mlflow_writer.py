@@ -20,6 +20,7 @@ so no value we write is longer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import MappingProxyType
@@ -138,20 +139,36 @@ class MlflowWriter(Writer):
     read ``trackerhealth.alerted``); ``alert`` is where alerts go (a webhook), or None for no alerts.
     """
 
-    def __init__(self, client, current_tags: Callable[[str], dict[str, str]],
+    def __init__(self, open_client: Callable[[], Any], current_tags: Callable[[str], dict[str, str]],
                  alert: AlertSink | None = None, config=None, clock: Callable[[], str] = utc_stamp):
-        from mlflow.entities import RunTag
-        from mlflow.exceptions import MlflowException
-
-        self.client = client
+        # The client (and mlflow itself) is opened on the first write: a re-scan in which every
+        # run kept its report writes nothing, and importing mlflow is most of such a scan's time.
+        self._open_client = open_client
+        self._client = None
         self.current_tags = current_tags
         self.alert = alert
         self.clock = clock
-        self._tag = RunTag
-        self._exc = MlflowException
         self.config = config
         self._dashboard = Dashboard()
         self.notes = [self._dashboard.note] if self._dashboard.note else []
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = self._open_client()
+        return self._client
+
+    @property
+    def _tag(self):
+        from mlflow.entities import RunTag
+
+        return RunTag
+
+    @property
+    def _exc(self):
+        from mlflow.exceptions import MlflowException
+
+        return MlflowException
 
     def write(self, report: HealthReport, history: RunHistory, dry_run: bool = False) -> MlflowWriteOutcome:
         run_id = report.run.id
