@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from scipy import ndimage, stats
+
+# scipy is imported where it is used: loading scipy.stats takes most of a second, and a re-scan in
+# which every run keeps its report (or `--help`) should not pay for it.
 
 MAD_TO_SIGMA = 1.4826
 
@@ -68,6 +70,8 @@ def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
         window += 1
     if window <= 1 or len(values) == 0:
         return values.copy()
+    from scipy import ndimage
+
     return ndimage.median_filter(values, size=window, mode="nearest")
 
 
@@ -82,6 +86,8 @@ class Trend(NamedTuple):
 def trend(steps: np.ndarray, values: np.ndarray) -> Trend:
     """Least-squares line through ``values``; ``t`` is slope over its standard error (-inf for an
     exactly falling line, 0 for an exactly flat or rising one): how clearly the series falls beyond its noise."""
+    from scipy import stats
+
     fit = stats.linregress(steps, values)
     t = fit.slope / fit.stderr if fit.stderr > 0 else (-np.inf if fit.slope < 0 else 0.0)
     return Trend(float(fit.slope), float(fit.intercept), float(t))
@@ -231,6 +237,8 @@ def periodic_comb(positions: np.ndarray, start: float, end: float, min_period: f
         coverage = min(1.0, hit / cycles)
         chance = 1.0 - np.exp(-(n / cycles) * min(1.0, 2 * tol / period))
         excess = (coverage - chance) / (1.0 - chance) if chance < 1.0 else 0.0
+        from scipy import stats
+
         p_hit = float(stats.binom.sf(hit - 1, max(hit, int(np.ceil(cycles))), chance))
         comb = Comb(float(period), mask, hit, float(coverage), float(chance), min(1.0, p_hit * len(cands)))
         found.append((excess * coverage, comb))

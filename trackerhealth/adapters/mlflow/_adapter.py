@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,6 +26,7 @@ from ._errors import ApiError, SelectionError, TrackerUnreachable, import_mlflow
 from ._fetch import ClientFetcher, RestFetcher, SqlAlchemyFetcher, SqliteFetcher
 from ._http import RestClient, RetryPolicy
 from ._runs import ClientLister, MlflowRun, RestLister, select_runs
+from ._sqlite_runs import SqliteLister
 
 DEFAULT = object()
 
@@ -110,14 +112,31 @@ class MlflowAdapter(Adapter):
     # -- the adapter interface --------------------------------------------------------------
     def list_runs(self) -> list[MlflowRun]:
         self.check()
+        sql = self._sqlite_lister() if not self.filter_string and self.since_ms is None else None
         if self.uri.kind == _uri.HTTP:
             lister = RestLister(self.rest)
         else:
-            lister = ClientLister(self._store_client())
-        runs = select_runs(lister, self.experiments, self.filter_string, self.run_ids, self.since_ms, self.ui_base)
+            lister = sql or ClientLister(self._store_client())
+        try:
+            runs = select_runs(lister, self.experiments, self.filter_string, self.run_ids, self.since_ms, self.ui_base)
+        finally:
+            if sql is not None:
+                sql.close()
         with self._lock:
             self._runs = {r.id: r for r in runs}
         return runs
+
+    def _sqlite_lister(self) -> SqliteLister | None:
+        """Read-only SQL for a sqlite store that exists and has MLflow's tables, else None."""
+        path = self.uri.sqlite_path if self.uri.dialect == "sqlite" else None
+        if path is None or not path.is_file():
+            return None
+        try:
+            lister = SqliteLister(path)
+            lister.con.execute("SELECT 1 FROM latest_metrics LIMIT 1").fetchall()
+        except sqlite3.Error:
+            return None  # not (yet) an MLflow database: MlflowClient says what it is
+        return lister
 
     def experiment_ids(self) -> list[str]:
         """Every active experiment of the store (``--all-experiments``)."""
