@@ -38,13 +38,13 @@ def _ours(client, run_id) -> dict:
 def test_a_ray_scan_gives_what_one_process_gives_and_a_rescan_reuses_every_run(
         ray_cluster, mlflow_server, client, experiment, cache_dir, tmp_path):
     exp_id, exp_name = experiment
-    ids = _runs(client, exp_id, 8)
+    ids = _runs(client, exp_id, 6)
     base = ["--mlflow-uri", mlflow_server.url, "-e", exp_name, "--format", "json", "--full", "--fail-on", "never"]
 
     on_ray = scan_cli([*base, "--cache-dir", str(cache_dir), "--ray", ray_cluster.address, "--workers", "3"])
     assert on_ray.exit_code == 0, on_ray.output
     ray_doc = json_out(on_ray)
-    assert ray_doc["summary"]["analyzed"] == 8 and not ray_doc["errors"]
+    assert ray_doc["summary"]["analyzed"] == 6 and not ray_doc["errors"]
     written = {rid: _ours(client, rid) for rid in ids.values()}
     artifacts = {rid: sorted(a.path for a in client.list_artifacts(rid, "trackerhealth")) for rid in ids.values()}
     assert all(written.values()) and all(artifacts.values())
@@ -62,16 +62,18 @@ def test_a_ray_scan_gives_what_one_process_gives_and_a_rescan_reuses_every_run(
     again = scan_cli([*base, "--cache-dir", str(cache_dir), "--ray", "127.0.0.1:1"])
     assert again.exit_code == 0, again.output
     s = json_out(again)["summary"]
-    assert (s["reused"], s["analyzed"], s["fetched_points"], s["written"]) == (8, 0, 0, 0)
+    assert (s["reused"], s["analyzed"], s["fetched_points"], s["written"]) == (6, 0, 0, 0)
     assert _health(json_out(again)) == _health(ray_doc)
 
 
-def test_a_worker_killed_mid_scan_loses_no_run_and_alerts_once(ray_cluster, mlflow_server, client, experiment,
+def test_a_worker_killed_mid_scan_loses_no_run_alerts_once_and_leaves_no_key_behind(ray_cluster, mlflow_server, client, experiment,
                                                                cache_dir, tmp_path):
     exp_id, exp_name = experiment
-    ids = _runs(client, exp_id, 14)
+    ids = _runs(client, exp_id, 10)
+    secret = "tok-" + os.urandom(8).hex()  # the server ignores it; the workers must get it unseen
     with WebhookReceiver() as hook:
-        env = {**os.environ, "TRACKERHEALTH_CACHE_DIR": str(cache_dir), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "TRACKERHEALTH_CACHE_DIR": str(cache_dir), "PYTHONUNBUFFERED": "1",
+               "MLFLOW_TRACKING_TOKEN": secret}
         out, err = tmp_path / "out.json", tmp_path / "err.txt"
         with open(out, "wb") as stdout, open(err, "wb") as stderr:
             proc = subprocess.Popen(
@@ -96,32 +98,21 @@ def test_a_worker_killed_mid_scan_loses_no_run_and_alerts_once(ray_cluster, mlfl
         assert critical, "the corpus runs include critical ones"
         sent = [(p["trackerhealth"]["run"]["id"], p["trackerhealth"]["finding"]["id"]) for p in hook.payloads]
         assert sorted(sent) == sorted(critical)  # exactly once each, retried task or not
-
-
-def test_credentials_reach_workers_without_being_written_down(ray_cluster, mlflow_server, client, experiment,
-                                                              cache_dir):
-    exp_id, exp_name = experiment
-    _runs(client, exp_id, 2)
-    secret = "tok-" + os.urandom(8).hex()
-    with WebhookReceiver() as hook:
-        result = scan_cli(["--mlflow-uri", mlflow_server.url, "-e", exp_name, "--format", "json", "--fail-on",
-                           "never", "--cache-dir", str(cache_dir), "--ray", ray_cluster.address,
-                           "--alert-webhook", hook.url], env={"MLFLOW_TRACKING_TOKEN": secret})
-    assert result.exit_code == 0, result.output
+    # Neither the token nor the webhook's secret path was written into the cluster's files (Ray
+    # writes a task's runtime_env into its logs: trackerhealth puts no secret there).
+    assert secret not in out.read_text() + err.read_text()
     hook_secret = hook.url.rsplit("/", 1)[-1]
     leaks = []
     for folder, _, files in os.walk(ray_cluster.temp_dir):
         for name in files:
-            path = os.path.join(folder, name)
             try:
-                with open(path, "rb") as fh:
+                with open(os.path.join(folder, name), "rb") as fh:
                     data = fh.read()
             except OSError:
                 continue
             if secret.encode() in data or f"/B000/{hook_secret}".encode() in data:
-                leaks.append(path)
+                leaks.append(os.path.join(folder, name))
     assert not leaks, f"a credential was written into the cluster's files: {leaks}"
-    assert secret not in result.output
 
 
 def test_credentials_inside_the_uri_are_refused_before_anything_is_sent(mlflow_server, client, experiment, cache_dir):
@@ -143,7 +134,7 @@ def test_ray_local_on_a_database_store_matches_one_process_and_rescans_for_free(
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     store = MlflowClient(uri)
     exp = store.create_experiment("fleet")
-    ids = _runs(store, exp, 4)
+    ids = _runs(store, exp, 3)
     exe = str(Path(sys.executable).with_name("trackerhealth"))
 
     def scan(cache: str, *extra) -> dict:
