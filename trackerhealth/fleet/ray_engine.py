@@ -95,7 +95,6 @@ class RayEngine(Engine):
         self.alert_webhook = alert_webhook
         self.num_cpus = num_cpus
         self._session: RaySession | None = None
-        self._task = None
 
     def _remote(self, tracker_name: str):
         ray = import_ray()

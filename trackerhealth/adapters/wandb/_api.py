@@ -176,7 +176,7 @@ class WandbApiAdapter(Adapter):
         try:
             api = wandb.Api(timeout=max(1, int(self.timeout)), overrides={"base_url": self.base_url})
         except wandb.errors.AuthenticationError as exc:
-            raise self._rejected_key(exc) from None
+            raise self.rejected_key(exc) from None
         except wandb.errors.UsageError as exc:
             raise WandbSelectionError(f"{exc}; set WANDB_API_KEY (a key from {self.app_url}/authorize)") from None
         entity = self._identify(api)
@@ -186,7 +186,7 @@ class WandbApiAdapter(Adapter):
                 raise WandbSelectionError(f"no default entity for this API key: pass ENTITY/{self.project}")
         return api
 
-    def _rejected_key(self, exc: BaseException) -> Exception:
+    def rejected_key(self, exc: BaseException) -> Exception:
         status = _status_of(exc)
         if status in RETRY_STATUS or status is None and _no_answer(exc):
             return TrackerUnreachable(f"W&B at {self.base_url} is not answering ({_short(exc)}); it was not asked "
@@ -208,7 +208,7 @@ class WandbApiAdapter(Adapter):
         except Exception as exc:  # noqa: BLE001 - classified below by type and status
             status = _status_of(exc)
             if status in (401, 403):
-                raise self._rejected_key(exc) from None
+                raise self.rejected_key(exc) from None
             if status in RETRY_STATUS:
                 raise TrackerUnreachable(f"W&B at {self.base_url} answered HTTP {status} to the viewer query "
                                          f"{self.policy.elapsed_note()}; try again later") from None

@@ -8,10 +8,10 @@ A scan of a whole entity starts from this list and scans each project as ``ENTIT
 the SDK), so W&B Server and dedicated cloud work as they do for a project scan
 (``WANDB_BASE_URL``, ``WANDB_API_KEY``).
 
-Failures are told apart as the project adapter tells them (``WandbApiAdapter._connect`` and
-``_identify``): nothing answering at the base URL (checked with a plain connection first, since
-the SDK would retry a refused connection for minutes), or answers that stay 429/5xx within the
-retry budget, raise :class:`~trackerhealth.adapters.base.TrackerUnreachable` naming
+The connection is a :class:`~._api.WandbApiAdapter`'s (its ``api`` and ``retrying``), so failures
+are told apart exactly as for a project scan: nothing answering at the base URL (checked with a
+plain connection first, since the SDK would retry a refused connection for minutes), or answers
+that stay 429/5xx within the retry budget, raise :class:`~trackerhealth.adapters.base.TrackerUnreachable` naming
 ``WANDB_BASE_URL``; a missing or rejected API key, a malformed entity or one W&B refuses raise
 ``WandbSelectionError`` (a usage error). An entity with no projects, like one W&B does not know,
 is an empty connection in W&B's API and gives ``[]``: the caller says "nothing to scan".
@@ -22,74 +22,33 @@ This module imports nothing from ``._api`` (or ``wandb``) at import time, so the
 
 from __future__ import annotations
 
-import os
-import socket
-from urllib.parse import urlsplit
-
-from ...retry import RETRY_STATUS, RetryPolicy
-from ..base import TrackerUnreachable
-
 __all__ = ["list_projects"]
+
+# The adapter needs a project in its path; the entity's listing never reads this one.
+_NO_PROJECT = "-"
 
 
 def list_projects(entity: str, *, base_url: str | None = None, timeout: float | None = None) -> list[str]:
     """The names of ``entity``'s W&B projects, sorted; ``[]`` when it has none."""
-    from ._api import (
-        DEFAULT_BASE_URL,
-        WandbSelectionError,
-        _no_answer,
-        _sdk_failure,
-        _short,
-        _status_of,
-        _transient,
-        import_wandb,
-    )
+    from ..base import TrackerUnreachable
+    from ._api import WandbApiAdapter, WandbSelectionError, _sdk_failure, _short, _status_of, _transient, import_wandb
 
     name = (entity or "").strip()
     if not name or "/" in name:
         raise WandbSelectionError(f"W&B entity {entity!r}: expected a user or team name (e.g. my-team), "
                                   "not ENTITY/PROJECT")
-    url = (base_url or os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-    app_url = "https://wandb.ai" if url == DEFAULT_BASE_URL else url
-    policy = RetryPolicy.from_env(timeout)
-    policy = policy.with_(retries=min(policy.retries, 3), backoff=2.0)  # the SDK retries inside each call too
-
     wandb = import_wandb()
-    _check(url, WandbSelectionError)
-
-    def rejected_key(exc: BaseException) -> Exception:
-        status = _status_of(exc)
-        if status in RETRY_STATUS or status is None and _no_answer(exc):
-            return TrackerUnreachable(f"W&B at {url} is not answering ({_short(exc)}); it was not asked about "
-                                      "the API key yet — try again later, or check WANDB_BASE_URL")
-        if status is not None and status not in (401, 403):
-            return TrackerUnreachable(f"this is not a W&B server: {url} answered HTTP {status} ({_short(exc)}); "
-                                      "check WANDB_BASE_URL")
-        return WandbSelectionError(f"W&B at {url} did not accept the API key ({_short(exc)}); set WANDB_API_KEY "
-                                   f"to a key from {app_url}/authorize (and WANDB_BASE_URL for W&B Server)")
-
-    try:  # the SDK checks the key here, with its viewer query
-        api = wandb.Api(timeout=max(1, int(policy.timeout)), overrides={"base_url": url})
-    except wandb.errors.AuthenticationError as exc:
-        raise rejected_key(exc) from None
-    except wandb.errors.UsageError as exc:
-        raise WandbSelectionError(f"{exc}; set WANDB_API_KEY (a key from {app_url}/authorize)") from None
-
-    failures = (wandb.errors.CommError, _sdk_failure())
+    adapter = WandbApiAdapter(f"{name}/{_NO_PROJECT}", cache_dir=None, timeout=timeout, base_url=base_url)
+    api, url, what = adapter.api, adapter.base_url, f"the project listing for {name}"
     try:
-        projects = policy.call(lambda left: [p.name for p in api.projects(name)],
-                               lambda exc: isinstance(exc, failures) and _transient(exc))
-    except failures as exc:
+        projects = adapter.retrying(lambda: [p.name for p in api.projects(name)], what)
+    except (wandb.errors.CommError, _sdk_failure()) as exc:  # what retrying re-raises: the SDK's own errors
         status = _status_of(exc)
         if _transient(exc):
-            _check(url, WandbSelectionError)  # down now -> TrackerUnreachable
-            if _no_answer(exc):
-                raise TrackerUnreachable(f"W&B at {url} did not answer the project listing for {name} "
-                                         f"{policy.elapsed_note()}; check the server, or raise --timeout") from None
-            raise TrackerUnreachable(f"W&B at {url} answered HTTP {status} to the project listing for {name} "
-                                     f"{policy.elapsed_note()}; try again later") from None
+            raise TrackerUnreachable(f"W&B at {url} answered HTTP {status} to {what} "
+                                     f"{adapter.policy.elapsed_note()}; try again later") from None
         if status == 401:
-            raise rejected_key(exc) from None
+            raise adapter.rejected_key(exc) from None
         if status in (403, 404):
             raise WandbSelectionError(f"W&B entity {name} at {url}: HTTP {status} ({_short(exc)}); check the "
                                       "entity's name and that WANDB_API_KEY can see it") from None
@@ -98,17 +57,3 @@ def list_projects(entity: str, *, base_url: str | None = None, timeout: float | 
         raise WandbSelectionError(f"W&B entity {name} not found at {url} ({_short(exc)}); check the entity's "
                                   "name and that WANDB_API_KEY can see it") from None
     return sorted(projects)
-
-
-def _check(url: str, selection_error: type[Exception]) -> None:
-    """Raise TrackerUnreachable when nothing answers at ``url`` (as ``WandbApiAdapter.check``)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise selection_error(f"WANDB_BASE_URL {url!r} is not an http(s) URL "
-                              "(e.g. https://api.wandb.ai or https://wandb.example.com)")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        socket.create_connection((parts.hostname, port), timeout=10).close()
-    except OSError as exc:
-        raise TrackerUnreachable(f"W&B at {url} did not answer ({exc.strerror or exc}); check WANDB_BASE_URL, "
-                                 "the network and proxy settings") from None
