@@ -360,7 +360,8 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
         for res in done:
             if res.reused:
                 continue
-            if res.report is not None and not res.errors and complete:
+            # A report whose analysis failed (status error) is made again next time, never kept.
+            if res.report is not None and not res.errors and complete and res.report.status != ERROR:
                 reuse.remember(res.ref, signatures[res.ref.id], res.report, written=writing)
             else:
                 reuse.forget(res.ref)
