@@ -123,3 +123,14 @@ def test_all_experiments_scans_every_active_experiment(tmp_path, cache_dir):
         f"mlflow:{gone}"}
     bad = scan_cli(["--mlflow-uri", uri, "--all-experiments", "-e", "team-a"])
     assert bad.exit_code == 2 and "--all-experiments already selects every experiment" in bad.output
+
+
+def test_a_failed_analysis_is_never_kept_as_the_last_report(mlflow_server, client, experiment, cache_dir,
+                                                            every_diagnosis_raises):
+    exp_id, exp_name = experiment
+    log_history(client, exp_id, corpus_history("healthy_fast_loader_plain"), "broken-analysis")
+    _, first = _scan(mlflow_server.url, cache_dir, "-e", exp_name)
+    assert [r["status"] for r in first["runs"]] == ["error"]
+    _, again = _scan(mlflow_server.url, cache_dir, "-e", exp_name)
+    assert (again["summary"]["analyzed"], again["summary"]["reused"]) == (1, 0)
+    assert [r["status"] for r in again["runs"]] == ["error"]  # still a failure, never a kept "ok"
