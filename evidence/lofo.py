@@ -46,8 +46,11 @@ GRID: dict[str, dict[str, tuple]] = {
 
 def scored(entry: dict) -> bool:
     """A run meant to be broken whose twin did not confirm any fault is left out, as an ambiguous public
-    log is: it is neither a labelled fault nor a known-healthy run (the generator lists these)."""
-    return bool(entry["faults"]) or not entry["intended"]
+    log is: it is neither a labelled fault nor a known-healthy run (the generator lists these). So is a
+    run meant to be healthy whose own values say otherwise (:func:`.torch.truth.confirm_healthy`)."""
+    if entry["faults"]:
+        return True
+    return not entry["intended"] and entry.get("healthy_confirmed", False)
 
 
 @lru_cache(maxsize=1)

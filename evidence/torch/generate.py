@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import manifest
+from . import manifest, recheck
 
 HERE = Path(__file__).parent
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown family {unknown}; known: {sorted(known)}")
     for fam in chosen:
         t0 = time.time()
-        entries = known[fam].build(root, only)
+        entries = recheck.apply(known[fam].build(root, only), root)
         if only is None:
             manifest.write_fragment(fam, entries, root / "manifest")
         faulty = sum(1 for e in entries if e["faults"])

@@ -169,3 +169,40 @@ def confirm_task_stalled(fault: Logged, twin: Logged, small_task_key: str) -> tu
     f_fell = float((fl[0] - fl[-1]) / max(abs(fl[0]), 1e-12))
     t_fell = float((tl[0] - tl[-1]) / max(abs(tl[0]), 1e-12))
     return bool(f_fell < STALLED_TASK and t_fell >= 3 * max(f_fell, STALLED_TASK)), {"fault_task_fell": f_fell, "twin_task_fell": t_fell}
+
+
+# A run meant to be healthy is scored as healthy only when its own logged values say it is: it
+# learned, nothing went non-finite, and its validation loss did not end clearly above the best it
+# reached. These are the plain meanings of the words, read off the raw values (no smoothing, no
+# detector statistic); a run that fails is left out of the scoring, as an unconfirmed fault is.
+HEALTHY_LEARNS = 0.9
+HEALTHY_VAL_ABOVE_BEST = 0.10
+
+
+def confirm_healthy(run: Logged, loss_key: str, val_key: str | None = None,
+                    extra_keys: tuple[str, ...] = ()) -> tuple[bool, dict]:
+    """Healthy: finite throughout, the training loss's last tenth sits below 0.9x its first tenth, and
+    (when validated at least three times) the last val loss is within 10 % of the lowest."""
+    bad, nonfinite = has_nonfinite(run, (loss_key,) + ((val_key,) if val_key else ()) + extra_keys)
+    _, tv = _finite(run, loss_key)
+    tenth = max(1, len(tv) // 10)
+    start, end = float(np.median(tv[:tenth])), float(np.median(tv[-tenth:]))
+    learned = end <= HEALTHY_LEARNS * start
+    measures = {**nonfinite, "train_start": start, "train_end": end, "learned": bool(learned)}
+    val_ok = True
+    if val_key is not None and val_key in run:
+        _, vv = _finite(run, val_key)
+        if len(vv) >= 3:
+            above = float(vv[-1] / max(float(vv.min()), 1e-12) - 1)
+            val_ok = above <= HEALTHY_VAL_ABOVE_BEST
+            measures.update(val_end_above_best=above, val_best_at=int(np.argmin(vv)), val_points=len(vv))
+    return bool(not bad and learned and val_ok), measures
+
+
+def flat_or_slow_labels(intended: list[str], confirmed_flat: bool) -> tuple[list[str], list[str]]:
+    """(faults, also_acceptable) for a run meant to be slow. One that does not learn at all is the flat
+    case of loss-oscillation (seed 3.1: not decreasing *or* oscillating), and its cause (LR too low,
+    eps too large, init too small) is also what slow-convergence names: both readings are accepted."""
+    if confirmed_flat and "slow-convergence" in intended:
+        return ["loss-oscillation"], ["slow-convergence"]
+    return list(intended), []
