@@ -33,8 +33,9 @@ RESULT = TORCH / "lofo.json"
 
 # The knobs a fold may move, each over a few values that bracket the shipped default.
 GRID: dict[str, dict[str, tuple]] = {
-    "loss-oscillation": {"wander_ratio": (0.05, 0.08, 0.12), "max_improvement": (0.3, 0.45, 0.6)},
-    "slow-convergence": {"back_loaded": (0.2, 0.3, 0.4), "max_improvement": (0.1, 0.15, 0.25)},
+    "loss-oscillation": {"wander_ratio": (0.05, 0.08, 0.12), "max_improvement": (0.3, 0.45, 0.6), "no_learning": (0.05, 0.08, 0.12)},
+    "slow-convergence": {"back_loaded": (0.2, 0.3, 0.4), "max_improvement": (0.1, 0.15, 0.25),
+                         "back_loaded_max_improvement": (0.5, 0.65, 0.8)},
     "nonfinite": {"rebound": (0.35, 0.5, 0.7), "spike_factor": (10.0, 30.0)},
     "overfitting": {"min_rise": (0.05, 0.1, 0.2), "min_ratio": (1.1, 1.2, 1.5)},
     "periodic-spikes": {"z": (4.0, 6.0, 8.0), "min_coverage": (0.7, 0.85)},
@@ -121,9 +122,23 @@ def config_for(chosen: dict[str, dict]) -> Config:
     return Config(thresholds={d: dataclasses.replace(diagnoses.get(d).default_thresholds(), **p) for d, p in chosen.items()})
 
 
+def resolve_one_of(entry: dict, flagged: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """(labels, also acceptable) for a run whose fault either of several findings names (``one_of``:
+    a loss that never learns is loss-oscillation or slow-convergence): the one flagged is the label,
+    the first when none is; the others are acceptable, never a false alarm."""
+    labels, also = set(entry["faults"]), set(entry.get("also_acceptable", ()))
+    for group in entry.get("one_of", ()):
+        hit = [d for d in group if d in flagged]
+        labels -= set(group)
+        labels.add(hit[0] if hit else group[0])
+        also |= set(group) - labels
+    return frozenset(labels), frozenset(also)
+
+
 def case(entry: dict, history: RunHistory, config: Config | None = None) -> Case:
     flagged = frozenset(f.id for f in analyze(history, config).problems)
-    return Case(entry["name"], _labels(entry), frozenset(entry.get("also_acceptable", ())), flagged, entry["family"])
+    labels, also = resolve_one_of(entry, flagged)
+    return Case(entry["name"], labels, also, flagged, entry["family"])
 
 
 def run_folds() -> dict:

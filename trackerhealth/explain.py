@@ -65,6 +65,9 @@ def _ends(f: Finding) -> list[float]:
 # first NaN, the first non-finite value, the start of an explosion without NaN.
 ONSET_CODES = ("grad_norm_spike_before_nonfinite", "nonfinite_value", "grad_norm_explosion", "loss_divergence",
                "grad_norm_spike_before_divergence")
+# A lone outlier update the run recovered from (nonfinite's ``grad_norm_outlier`` alone) blew nothing up:
+# what the run does after it is not its consequence, so it explains no symptom.
+SURVIVED_CODES = frozenset({"grad_norm_outlier"})
 
 
 def blowup_onset(nonfinite: Finding) -> float | None:
@@ -79,6 +82,8 @@ def blowup_onset(nonfinite: Finding) -> float | None:
 
 
 def _blowup_window_start(nonfinite: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> float | None:
+    if {e.code for e in nonfinite.evidence} <= SURVIVED_CODES:
+        return None
     onset = blowup_onset(nonfinite)
     if onset is None:
         return None

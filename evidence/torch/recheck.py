@@ -4,15 +4,22 @@
   on the values its file holds; ``healthy_confirmed`` and the measures go into the entry, and an
   unconfirmed one is left out of the scoring (:func:`evidence.lofo.scored`).
 - A run meant to be slow that the twin shows does not learn at all is labelled ``loss-oscillation``
-  with ``slow-convergence`` also accepted (:func:`.truth.flat_or_slow_labels`).
+  with ``slow-convergence`` also accepted (:func:`.truth.flat_or_slow_labels`): ``one_of`` records that
+  either finding names the fault (the scoring counts whichever was flagged as the label).
 
-A family may do either itself (then its entries already carry the fields, and are left as they are).
+- A fault run is also checked against its twin for the two faults any run can have on top of the one
+  it set out to cause: a blow-up (:func:`.truth.confirm_explosion`) and vanishing gradients in the first
+  layer (:func:`.truth.confirm_vanishing`; not in a run that blew up, whose dead layers are the blow-up's). One the twin confirms is added to ``also_acceptable`` (a
+  finding for it is a right reading, not a false alarm), never to the labels.
+
+A family may do the first two itself (then its entries already carry the fields, and are left as they are).
 ``python -m evidence.torch.recheck`` applies both to the committed manifest fragments in place.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -25,6 +32,49 @@ HERE = Path(__file__).parent
 # The training and validation loss keys the corpus' naming styles and integrations write, most specific first.
 LOSS_KEYS = ("train/loss", "loss", "train_loss_step", "train_loss")
 VAL_KEYS = ("val/loss", "val_loss", "eval_loss")
+GRAD_KEYS = ("train/grad_norm", "grad_norm")
+_LAYER = re.compile(r"^(?:grad_norm[/.](?P<a>.+)|(?P<b>.+)\.grad_norm)$")
+
+
+def _natural(text: str) -> list:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def first_layer_key(tap: Logged) -> tuple[str, str] | None:
+    """(layer name, key) of the first layer by name order ("0.weight" < "2.weight" < "10.weight";
+    "embed" and "features.0" come before "head"): the layer nearest the input in this corpus' models."""
+    layers = []
+    for key in tap.keys():
+        m = _LAYER.match(key)
+        if m:
+            layers.append((m.group("a") or m.group("b"), key))
+    return min(layers, key=lambda nk: _natural(nk[0])) if layers else None
+
+
+def _cross_check(entry: dict, root: Path, entries_by_name: dict[str, dict]) -> None:
+    twin = entries_by_name.get(entry.get("twin") or "")
+    if not entry["faults"] or twin is None:
+        return
+    fault_tap, twin_tap = logged_from_file(root, entry["file"]), logged_from_file(root, twin["file"])
+    loss_key, grad_key = _first(fault_tap, LOSS_KEYS), _first(fault_tap, GRAD_KEYS)
+    measures, also = {}, set(entry.get("also_acceptable", ()))
+    if "nonfinite" not in entry["faults"] and grad_key and grad_key in twin_tap and loss_key:
+        ok, m = truth.confirm_explosion(fault_tap, twin_tap, grad_key, loss_key)
+        measures["explosion"] = m
+        if ok:
+            also.add("nonfinite")
+    layer = first_layer_key(fault_tap)
+    # In a run that blew up, layers that stop getting gradient afterwards are the blow-up's doing
+    # (dead units), which one finding (nonfinite, with its onset) names.
+    blew_up = "nonfinite" in entry["faults"]
+    if "vanishing-gradients" not in entry["faults"] and not blew_up and layer and layer[1] in twin_tap:
+        ok, m = truth.confirm_vanishing(fault_tap, twin_tap, layer[1])
+        measures["vanishing"] = m
+        if ok:
+            also.add("vanishing-gradients")
+    entry["truth"] = {**entry.get("truth", {}), "cross_check": measures}
+    if also - set(entry["faults"]):
+        entry["also_acceptable"] = sorted(also - set(entry["faults"]))
 
 
 def logged_from_file(root: Path, file: str) -> Logged:
@@ -43,7 +93,10 @@ def _first(tap: Logged, keys: tuple[str, ...]) -> str | None:
 
 
 def apply(entries: list[dict], root: Path = HERE) -> list[dict]:
+    by_name = {e["name"]: e for e in entries}
     for entry in entries:
+        if "cross_check" not in entry.get("truth", {}):
+            _cross_check(entry, root, by_name)
         meant_healthy = not entry["intended"]
         if meant_healthy and "healthy_confirmed" not in entry:
             tap = logged_from_file(root, entry["file"])
@@ -57,6 +110,7 @@ def apply(entries: list[dict], root: Path = HERE) -> list[dict]:
         if flat_slow:
             entry["faults"], also = truth.flat_or_slow_labels(entry["intended"], True)
             entry["also_acceptable"] = sorted(set(entry.get("also_acceptable", ())) | set(also))
+            entry["one_of"] = [["loss-oscillation", "slow-convergence"]]
     return entries
 
 

@@ -11,7 +11,9 @@ before it compared with the run's median (a spike there points to gradient explo
 NaN, a gradient norm whose level (the median of blocks of at least ``block`` points) climbs past
 ``spike_factor`` × the median of the levels before it is an explosion warning (critical past
 ``critical_factor`` ×). A single outlier batch does not move a block's median: that is a bad
-batch, not an explosion.
+batch, not an explosion — unless its gradient norm is ``point_spike_factor`` × the level before it
+(evidence ``grad_norm_outlier``, a warning): one corrupt record or extreme batch, which the run
+survived this time.
 
 A finite blow-up is critical too (evidence ``loss_divergence``): a loss that had fallen by
 ``learned_share`` of its start and whose level (block medians) then jumps, within ``jump_share`` of
@@ -55,6 +57,7 @@ RECOMMENDATION = (
 class Thresholds:
     spike_factor: float = knob(10.0, "a gradient-norm level above this multiple of its earlier median is an explosion (the seed: > 10 x median)")
     critical_factor: float = knob(100.0, "an explosion above this multiple is critical")
+    point_spike_factor: float = knob(1000.0, "one gradient norm above this multiple of the level before it is a corrupt record or an extreme batch (a warning), though the level never moved")
     ignore_first: float = knob(0.02, "share of the run at the start where large gradients are normal")
     ignore_min_blocks: int = knob(2, "blocks at the start that are always ignored")
     lookback: int = knob(50, "points before the first NaN searched for a gradient-norm spike")
@@ -166,6 +169,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     ratio[: max(int(len(v) * thresholds.ignore_first), thresholds.ignore_min_blocks)] = 0.0
     worst = int(np.argmax(ratio))
     if ratio[worst] <= thresholds.spike_factor:
+        outlier = _lone_spike(history, g, b, ref, thresholds)
+        if outlier is not None:
+            return outlier
         return c.ok(_SELF, f"no NaN/Inf loss; gradient-norm level at most {c.fmt(ratio[worst])}x its earlier median")
     spikes = np.flatnonzero(ratio > thresholds.spike_factor)
     critical = ratio[worst] > thresholds.critical_factor
@@ -179,6 +185,24 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         f"{c.fmt(ratio[worst])}x its earlier median {c.fmt(ref[worst])}; no NaN yet."
     )
     return c.problem(module, critical, message, RECOMMENDATION, [ev])
+
+
+def _lone_spike(history: RoleView, g, b, ref: np.ndarray, thresholds: Thresholds) -> Finding | None:
+    """One update whose gradient norm is ``point_spike_factor`` x the level before it, though the level
+    itself never moved: a corrupt record or an extreme batch. The run survived it this time (a warning),
+    but the same record comes round every epoch, and an unclipped update that large can end a run."""
+    peaks = np.where(ref > 0, b.high / np.maximum(ref, 1e-300), 0.0)  # 1e-300: a numeric guard, never a decision
+    peaks[: max(int(len(peaks) * thresholds.ignore_first), thresholds.ignore_min_blocks)] = 0.0
+    j = int(np.argmax(peaks)) if len(peaks) else 0
+    if not len(peaks) or peaks[j] <= thresholds.point_spike_factor:
+        return None
+    at = np.flatnonzero(g.values == b.high[j])
+    step = float(g.steps[at[np.argmin(np.abs(g.steps[at] - b.steps[j]))]]) if len(at) else float(b.steps[j])
+    ev = Evidence(history.key("grad_norm"), float(b.high[j]), float(thresholds.point_spike_factor * ref[j]), step, step,
+                  "grad_norm_outlier", f"one update's gradient norm {c.fmt(peaks[j])}x the level before it ({c.fmt(ref[j])})")
+    message = (f"one update at step {c.fmt_step(step)} had a gradient norm of {c.fmt(b.high[j])}, {c.fmt(peaks[j])}x the run's level "
+               f"{c.fmt(ref[j])}: a corrupt record or an extreme batch. The run recovered; clip gradients and check that batch.")
+    return c.problem(_SELF, False, message, RECOMMENDATION, [ev])
 
 
 def _divergence(history: RoleView, thresholds: Thresholds) -> Finding | None:

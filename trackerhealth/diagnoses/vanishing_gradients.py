@@ -2,7 +2,8 @@
 
 **What it looks for.** Per-layer gradient norms, in model order (the order the run logged them).
 Each layer's typical norm is its median over the run. The first ``early_share`` of layers is
-compared with the last ``early_share``: critical when the early layers' norm is below ``tiny``
+compared with the last ``early_share`` (a layer whose gradient drops to exactly zero for good after being
+non-zero, the dead units a blow-up leaves, is judged on the stretch before): critical when the early layers' norm is below ``tiny``
 (1e-7, from the seed) while the late layers are at least ``min_late`` — normal; a warning when the
 early layers are more than ``ratio``× smaller than the late ones, or when every layer is below
 ``tiny`` (the whole network has stopped learning).
@@ -52,7 +53,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return c.skipped(_SELF, f"only {len(layers)} layer(s) with gradient norms; need {thresholds.min_layers}")
     medians = []
     for label, key, s in layers:
-        f = s.finite().values
+        f = _while_alive(s.finite().values)
         medians.append(stats.typical(np.abs(f)) if len(f) else np.nan)
     med = np.array(medians)
     k = max(1, int(round(len(layers) * thresholds.early_share)))
@@ -93,3 +94,19 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return c.problem(_SELF, False, message, RECOMMENDATION,
                          [ev("early_late_ratio", rel, thresholds.ratio, "early/late median gradient-norm ratio")])
     return c.ok(_SELF, f"gradient reaches the first layers: early {c.fmt(early_level)} vs late {c.fmt(late_level)}")
+
+
+def _while_alive(values: np.ndarray) -> np.ndarray:
+    """A layer's norms up to where they drop to exactly zero for good, when they were not zero before.
+
+    A gradient that is exactly 0 from some step to the end, after being non-zero, comes from dead units
+    (ReLUs knocked out by a blow-up or an LR spike): the layer stopped learning because the run broke,
+    which nonfinite reports with its onset. Vanishing is a gradient that is small while the layer is
+    alive, so it is judged on the stretch before that. A layer at zero from its first step is kept as
+    it is (it never got any gradient)."""
+    nonzero = np.flatnonzero(values != 0)
+    if len(nonzero) == 0:
+        return values
+    end = int(nonzero[-1]) + 1
+    return values[:end] if end < len(values) else values
+

@@ -1,0 +1,49 @@
+"""Two blow-up semantics the torch corpus showed: one corrupt record's gradient is a nonfinite warning
+with its step, and layers killed by a blow-up are not vanishing gradients."""
+
+import numpy as np
+
+from trackerhealth import RunHistory, RunRef, analyze
+
+N = 400
+
+
+def _run(grad: np.ndarray, layers: dict[str, np.ndarray] | None = None) -> RunHistory:
+    rng = np.random.default_rng(0)
+    steps = np.arange(N, dtype=float)
+    loss = 2.0 * np.exp(-steps / 120) + 0.3 + 0.02 * rng.standard_normal(N)
+    data = {"loss": (steps, loss), "grad_norm": (steps, grad)}
+    for name, values in (layers or {}).items():
+        data[f"grad_norm/{name}"] = (steps, values)
+    return RunHistory.from_series(RunRef("files", "p", "r"), data)
+
+
+def _grad(rng) -> np.ndarray:
+    return 1.0 + 0.2 * rng.random(N)
+
+
+def test_one_update_thousands_of_times_the_level_is_a_warning_at_its_step():
+    grad = _grad(np.random.default_rng(1))
+    grad[250] = 5e4
+    report = analyze(_run(grad))
+    (finding,) = [f for f in report.problems if f.id == "nonfinite"]
+    assert finding.level == "warning"
+    (ev,) = finding.evidence
+    assert ev.code == "grad_norm_outlier" and ev.step_start == 250.0
+
+
+def test_a_spike_of_tens_of_times_the_level_is_not_one():
+    grad = _grad(np.random.default_rng(1))
+    grad[250] = 40.0  # a heavy-tailed batch, as a bad shard gives: periodic-spikes territory, not a blow-up
+    assert "nonfinite" not in {f.id for f in analyze(_run(grad)).problems}
+
+
+def test_layers_dead_after_a_blow_up_are_judged_while_alive():
+    rng = np.random.default_rng(2)
+    alive = {name: 0.2 + 0.05 * rng.random(N) for name in ("l0", "l1", "l2", "l3")}
+    dead = {name: np.where(np.arange(N) < 150, v, 0.0) for name, v in alive.items()}
+    dead["l3"] = alive["l3"]  # the head keeps getting gradient
+    finding = analyze(_run(_grad(rng), dead)).finding("vanishing-gradients")
+    assert finding.level == "ok", finding.message
+    never = dict(alive, l0=np.zeros(N), l1=np.zeros(N))  # early layers that never got any gradient still vanish
+    assert analyze(_run(_grad(rng), never)).finding("vanishing-gradients").is_problem
