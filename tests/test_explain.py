@@ -173,10 +173,30 @@ def test_a_weaker_finding_never_hides_a_stronger_one():
 def test_the_rules_table_declares_every_explainer_and_symptom():
     explainers = {r.explainer for r in explain.RULES}
     symptoms = {s for r in explain.RULES for s in r.explained}
-    assert explainers == {"nonfinite", "vanishing-gradients", "task-imbalance", "slow-convergence"}
+    assert explainers == {"nonfinite", "vanishing-gradients", "task-imbalance", "slow-convergence", "periodic-spikes",
+                          "loss-oscillation"}
     assert symptoms == {"loss-oscillation", "slow-convergence", "periodic-spikes", "overfitting"}
-    # The one explainer that is also a symptom (slow-convergence) only explains when unexplained itself.
-    assert explainers & symptoms == {"slow-convergence"}
+    # The explainers that are also symptoms only explain when unexplained themselves.
+    assert explainers & symptoms == {"slow-convergence", "periodic-spikes", "loss-oscillation"}
+
+
+def test_an_oscillation_explained_by_recurring_spikes_does_not_go_on_to_explain_overfitting():
+    from trackerhealth.schema import Evidence, Finding
+
+    span = (Evidence("loss", 0.0, None, 0.0, 100.0, "x", ""),)
+    spikes = Finding("periodic-spikes", "critical", "", "", "", span)
+    # A loss that ended above its start (low_improvement < 0) would explain overfitting on its own ...
+    rising = Finding("loss-oscillation", "critical", "", "", "", (Evidence("loss", -0.2, 0.45, 0.0, 100.0, "low_improvement", ""),))
+    overfit = Finding("overfitting", "critical", "", "", "", span)
+    view = RoleView(RunHistory.from_series(RunRef("files", "p", "r"), {"loss": ([0, 1], [1.0, 1.0])}), Roles())
+    alone = {f.id: f for f in explain.explain([rising, overfit], view)}
+    assert alone["overfitting"].explained_by == "loss-oscillation"
+    # ... and a loss that fell overall is the spikes' symptom, and then explains nothing.
+    fell = Finding("loss-oscillation", "critical", "", "", "", (Evidence("loss", 0.2, 0.45, 0.0, 100.0, "low_improvement", ""),))
+    out = {f.id: f for f in explain.explain([spikes, fell, overfit], view)}
+    assert out["loss-oscillation"].explained_by == "periodic-spikes"
+    assert out["overfitting"].explained_by is None
+    assert explain._ordered(tuple(explain.RULES))  # the table has no cycle
 
 
 def test_an_explained_finding_never_explains_another():

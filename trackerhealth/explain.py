@@ -135,6 +135,19 @@ def only_no_learning(explainer: Finding, symptom: Finding, view: RoleView, t: Th
     return {e.code for e in symptom.evidence} == {"no_learning"}
 
 
+def training_loss_rose(explainer: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
+    """loss-oscillation found the training loss ending above where it started (its ``low_improvement``
+    evidence below zero): a model worse on its own training data than at initialisation is not
+    memorising it, so a val loss rising meanwhile is the same breakage, not overfitting."""
+    return any(e.code == "low_improvement" and e.observed is not None and e.observed < 0 for e in explainer.evidence)
+
+
+def loss_still_fell(explainer: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
+    """loss-oscillation's own evidence says the loss fell overall (``low_improvement`` at or above
+    zero): what made it look unstable is the spikes that recur at the period, not the optimizer."""
+    return any(e.code == "low_improvement" and e.observed is not None and e.observed >= 0 for e in symptom.evidence)
+
+
 Condition = Callable[[Finding, Finding, RoleView, Thresholds], bool]
 
 
@@ -163,6 +176,14 @@ RULES: tuple[Rule, ...] = (
     Rule("task-imbalance", ("loss-oscillation", "slow-convergence"), on_total_loss,
          "the symptom was measured on the total training loss (not a task's loss)",
          "one term dominating the total drives how the total moves: rescaling that term is the fix"),
+    Rule("periodic-spikes", ("loss-oscillation",), loss_still_fell,
+         "the loss fell overall (loss-oscillation's `low_improvement` at or above zero)",
+         "spikes that recur with the data order make a loss that learns look unstable; the bad shard or "
+         "unshuffled loader is the cause, and fixing it removes the swings"),
+    Rule("loss-oscillation", ("overfitting",), training_loss_rose,
+         "loss-oscillation found the training loss ending above its start",
+         "a run that ends worse on its training data than it began is not memorising it: the val loss rising "
+         "with it is the same unstable optimisation, and its fix (a lower LR, warm-up) is the fix"),
     Rule("slow-convergence", ("loss-oscillation",), only_no_learning,
          "loss-oscillation reports only that the loss never learned (no swings), and slow-convergence still sees it falling",
          "a loss crawling down steadily is learning, too slowly: that is the finding, and its fix (LR, init, "
@@ -177,12 +198,30 @@ def explain(findings: Sequence[Finding], view: RoleView, thresholds: Thresholds 
     # an explained finding never explains another (no chains).
     symptoms = {s for r in RULES for s in r.explained}
     first = tuple(r for r in RULES if r.explainer not in symptoms)
-    last = tuple(r for r in RULES if r.explainer in symptoms)
-    return _apply(_apply(tuple(findings), view, thresholds, first), view, thresholds, last)
+    out = _apply(tuple(findings), view, thresholds, first)
+    # The rest one rule at a time, a rule whose explainer some later-running rule can explain going
+    # after that rule (periodic-spikes and slow-convergence may explain loss-oscillation, which may
+    # explain overfitting): each explainer is settled before it explains.
+    for rule in _ordered(tuple(r for r in RULES if r.explainer in symptoms)):
+        out = _apply(out, view, thresholds, (rule,))
+    return out
+
+
+def _ordered(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    """``rules`` so that a rule runs after every rule that explains its explainer (the table has no cycle)."""
+    done: list[Rule] = []
+    pending = list(rules)
+    while pending:
+        ready = [r for r in pending if not any(r.explainer in o.explained for o in pending if o is not r)]
+        if not ready:
+            raise ValueError("explain rules form a cycle: " + ", ".join(f"{r.explainer}->{r.explained}" for r in pending))
+        done += ready
+        pending = [r for r in pending if r not in ready]
+    return tuple(done)
 
 
 def _apply(findings: tuple[Finding, ...], view: RoleView, thresholds: Thresholds, rules: tuple[Rule, ...]) -> tuple[Finding, ...]:
-    by_id = {f.id: f for f in findings if f.is_problem}
+    by_id = {f.id: f for f in findings if f.is_problem and f.explained_by is None}
     out = []
     for f in findings:
         if f.is_problem:

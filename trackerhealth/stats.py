@@ -203,7 +203,8 @@ def periodic_comb(positions: np.ndarray, start: float, end: float, min_period: f
     For each candidate period P (gaps between events, plus ``candidates`` such as the epoch
     length), events are folded onto their phase within P and the largest same-phase cluster is
     the periodic part. Coverage counts distinct cycles holding an in-phase event (two events in
-    one cycle count once), and is compared with the coverage that the same number of randomly
+    one cycle count once; the cycles counted start at the first in-phase event), and is compared
+    with the coverage that the same number of randomly
     placed events would reach, so a run full of random spikes does not look periodic. Among
     near-equal periods the shortest wins (a period's multiples score alike). ``p_value`` is the
     binomial probability of hitting that many cycles by chance, multiplied by the number of
@@ -233,9 +234,14 @@ def periodic_comb(positions: np.ndarray, start: float, end: float, min_period: f
         # straddles a cycle boundary.
         cycle = np.floor((rel - phase[centre] + period / 2) / period)
         hit = len(np.unique(cycle[mask]))
-        cycles = span / period
+        # Cycles are counted from the first in-phase event: a bad shard stands out only once the
+        # model fits the rest (early on every batch's loss is high), so the cycles before it cannot
+        # hold a spike. Chance and p-value are taken over the same stretch and its events.
+        first = float(positions[mask].min())
+        cycles = min(span / period, (end - first) / period + 1)
+        events = int(np.sum(positions >= first))
         coverage = min(1.0, hit / cycles)
-        chance = 1.0 - np.exp(-(n / cycles) * min(1.0, 2 * tol / period))
+        chance = 1.0 - np.exp(-(events / cycles) * min(1.0, 2 * tol / period))
         excess = (coverage - chance) / (1.0 - chance) if chance < 1.0 else 0.0
         from scipy import stats
 

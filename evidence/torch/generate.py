@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         if only is None:
             manifest.write_fragment(fam, entries, root / "manifest")
         faulty = sum(1 for e in entries if e["faults"])
-        unconfirmed = [e["name"] for e in entries if e["intended"] and not set(e["intended"]) <= set(e["faults"])]
+        def named(e):  # the intended faults, as the labels or the one_of alternatives name them
+            return set(e["faults"]) | {d for group in e.get("one_of", ()) for d in group}
+        unconfirmed = [e["name"] for e in entries if e["intended"] and not set(e["intended"]) <= named(e)]
         print(f"{fam}: {len(entries)} runs ({faulty} with confirmed faults) in {time.time() - t0:.0f} s; "
               f"intended but not confirmed: {unconfirmed or 'none'}", flush=True)
     return 0

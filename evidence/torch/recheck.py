@@ -9,7 +9,8 @@
 
 - A fault run is also checked against its twin for the two faults any run can have on top of the one
   it set out to cause: a blow-up (:func:`.truth.confirm_explosion`) and vanishing gradients in the first
-  layer (:func:`.truth.confirm_vanishing`; not in a run that blew up, whose dead layers are the blow-up's). One the twin confirms is added to ``also_acceptable`` (a
+  layer (:func:`.truth.confirm_vanishing`; not in a run that blew up, whose dead layers are the blow-up's,
+  nor in one whose loss ends at or below the twin's, whose gradients shrank because it converged). One the twin confirms is added to ``also_acceptable`` (a
   finding for it is a right reading, not a false alarm), never to the labels.
 
 A family may do the first two itself (then its entries already carry the fields, and are left as they are).
@@ -57,7 +58,10 @@ def _cross_check(entry: dict, root: Path, entries_by_name: dict[str, dict]) -> N
         return
     fault_tap, twin_tap = logged_from_file(root, entry["file"]), logged_from_file(root, twin["file"])
     loss_key, grad_key = _first(fault_tap, LOSS_KEYS), _first(fault_tap, GRAD_KEYS)
-    measures, also = {}, set(entry.get("also_acceptable", ()))
+    # Re-runnable: what an earlier cross-check added is taken back before it is decided again.
+    earlier = set(entry.get("truth", {}).get("cross_check", {}).get("added", ()))
+    measures, also = {}, set(entry.get("also_acceptable", ())) - earlier
+    before = set(also)
     if "nonfinite" not in entry["faults"] and grad_key and grad_key in twin_tap and loss_key:
         ok, m = truth.confirm_explosion(fault_tap, twin_tap, grad_key, loss_key)
         measures["explosion"] = m
@@ -66,15 +70,24 @@ def _cross_check(entry: dict, root: Path, entries_by_name: dict[str, dict]) -> N
     layer = first_layer_key(fault_tap)
     # In a run that blew up, layers that stop getting gradient afterwards are the blow-up's doing
     # (dead units), which one finding (nonfinite, with its onset) names.
-    blew_up = "nonfinite" in entry["faults"]
-    if "vanishing-gradients" not in entry["faults"] and not blew_up and layer and layer[1] in twin_tap:
+    blew_up = "nonfinite" in entry["faults"] or "nonfinite" in also
+    # Gradients also shrink when a net fits its data better than the twin (a memorised small subset):
+    # that is convergence, not gradients starved on their way to the first layer.
+    fits_better = loss_key is not None and loss_key in twin_tap and (
+        truth.level_at_end(fault_tap, loss_key) <= truth.level_at_end(twin_tap, loss_key))
+    if ("vanishing-gradients" not in entry["faults"] and not blew_up and not fits_better and layer
+            and layer[1] in twin_tap):
         ok, m = truth.confirm_vanishing(fault_tap, twin_tap, layer[1])
         measures["vanishing"] = m
         if ok:
             also.add("vanishing-gradients")
+    measures["added"] = sorted(also - before - set(entry["faults"]))
     entry["truth"] = {**entry.get("truth", {}), "cross_check": measures}
-    if also - set(entry["faults"]):
-        entry["also_acceptable"] = sorted(also - set(entry["faults"]))
+    also -= set(entry["faults"])
+    if also:
+        entry["also_acceptable"] = sorted(also)
+    else:
+        entry.pop("also_acceptable", None)
 
 
 def logged_from_file(root: Path, file: str) -> Logged:
@@ -95,8 +108,7 @@ def _first(tap: Logged, keys: tuple[str, ...]) -> str | None:
 def apply(entries: list[dict], root: Path = HERE) -> list[dict]:
     by_name = {e["name"]: e for e in entries}
     for entry in entries:
-        if "cross_check" not in entry.get("truth", {}):
-            _cross_check(entry, root, by_name)
+        _cross_check(entry, root, by_name)
         meant_healthy = not entry["intended"]
         if meant_healthy and "healthy_confirmed" not in entry:
             tap = logged_from_file(root, entry["file"])

@@ -50,6 +50,12 @@ def _first_reach(steps: np.ndarray, level: np.ndarray, target: float) -> float:
     return float(steps[hit[0]]) if len(hit) else float("inf")
 
 
+def level_at_end(logged: Logged, key: str) -> float:
+    """The smoothed level of a run's loss at its last logged step."""
+    _, v = _finite(logged, key)
+    return float(_smooth(v)[-1]) if len(v) else float("nan")
+
+
 def _swing(v: np.ndarray) -> float:
     """Median absolute deviation of the raw loss from its level over the second half, relative to the level."""
     half = v[len(v) // 2:]

@@ -2,7 +2,7 @@
 
 **What it looks for.** After warm-up and before any NaN, the training loss is compared with itself.
 Learning: its overall improvement, median of the last ``tail_share`` of points against the first
-``head_share``.
+``head_share`` (or the first point, when lower: a loss that blew up in its first steps started there).
 Instability, the signature of a learning rate too high or a batch too small: the loss overshot —
 in the first ``early_share`` of the run it rose to ``blowup`` × its starting level — or, over the second
 half, the raw loss swings about its short moving level (median within-window MAD over the moving
@@ -12,8 +12,8 @@ flagged, and so is a run whose loss ends ``rise`` above where it started. Two mo
 fault: a loss that bounces without falling — over the second half a short moving median
 (``wander_window_share`` of the run) strays from a long one by more than ``wander_ratio`` of the level
 while the trend is not falling (t > −``stalled_t``) and the run improved less than
-``bounce_max_improvement`` (evidence ``level_wander``); and a loss that never learned — within
-``no_learning`` of its start at the end, its second half falling by less than ``no_learning_tail``,
+``bounce_max_improvement`` (evidence ``level_wander``); and a loss that never learned — less than
+``no_learning`` below its start at the end (or above it, short of ``rise``), its second half falling by less than ``no_learning_tail``,
 and no val loss that fell (evidence ``no_learning``, a warning). A steady slow fall
 (``slow-convergence``) and a smooth, flat loss (for example a network whose early layers get no
 gradient) are stable and not this fault; a loss that fell far and then flattens is a finished
@@ -61,7 +61,7 @@ class Thresholds:
     early_share: float = knob(0.1, "share of the run at the start searched for an overshoot")
     early_min_points: int = knob(5, "points searched for an overshoot at least")
     min_val_points: int = knob(4, "finite val-loss points needed to report the val instability evidence")
-    no_learning: float = knob(0.05, "a loss whose end level is within this share of its start never learned (flat from the first step)")
+    no_learning: float = knob(0.05, "a loss whose end level is less than this share below its start (or above it) never learned (flat from the first step)")
     no_learning_tail: float = knob(0.01, "and whose second half fell by less than this share of its level (a steady crawl is slow-convergence)")
     no_learning_val: float = knob(0.05, "unless its val loss fell by more than this share")
     wander_ratio: float = knob(0.08, "over the second half, a smoothed level wandering about its slow trend by more than this share of it is bouncing")
@@ -80,6 +80,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     key = history.key("train_loss")
     v, s = loss.values, loss.steps
     head, tail = stats.head_tail(v, thresholds.head_share, thresholds.tail_share)
+    # A loss that blows up within its first few steps (Adam at a huge LR) inflates the median of the
+    # head, and the run would look as if it fell from there; the first logged value is where it began.
+    head = min(head, float(v[0]))
     if head <= 0:
         return c.skipped(_SELF, f"{key} is not positive (starts at {c.fmt(head)}); relative change is undefined")
     improvement = (head - tail) / head
@@ -98,7 +101,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # The second half's fall is measured as a share, not by a t statistic: a nearly noise-free loss
     # creeping towards a constant (a collapsed prediction) is "significant" to any test and still flat.
     half_fall = _relative_fall(v[half:], thresholds)
-    flat = (abs(improvement) < thresholds.no_learning and half_fall < thresholds.no_learning_tail
+    # Signed: a loss that ended a little above its start (short of ``rise``) did not learn either.
+    flat = (improvement < thresholds.no_learning and half_fall < thresholds.no_learning_tail
             and not _val_fell(history, thresholds))
     if flat and not (rising or unstable or bouncing):
         evidence = [Evidence(key, improvement, thresholds.no_learning, float(s[0]), float(s[-1]), "no_learning",

@@ -7,8 +7,8 @@ learning-rate jump (a rise of more than ``lr_restart_jump``: a warm restart) are
 spikes (and the epoch length, when the run logs its epoch); for each, the spikes are folded onto
 their phase within the period (within ``phase_tolerance`` of it, or one logging interval: data-order spikes recur
 at an exact step period, and a loose window lets random spikes line up). The spikes are periodic when in-phase spikes appear in at least
-``min_spikes`` cycles and in at least ``min_coverage`` of the run's cycles (sparse logging may miss
-some), and hitting that many cycles by chance — given how many spikes there are and how
+``min_spikes`` cycles and in at least ``min_coverage`` of the run's cycles from the first in-phase
+spike on (sparse logging may miss some; a bad shard stands out only once the model fits the rest), and hitting that many cycles by chance — given how many spikes there are and how
 many periods were tried — has a probability of at most ``max_p_value`` (binomial, Bonferroni) —
 so unrelated noise spikes neither hide the pattern nor fake one.
 

@@ -4,7 +4,7 @@
 ``loss_<task>`` beside the total loss). Over the last ``tail`` share of the run, each task's share
 of the summed loss is computed from their medians. The finding fires when one task holds more than
 ``dominant_share`` (90 %, from the seed) of the total while another task's loss stayed flat — it
-changed by less than ``flat_change`` of its starting level over the run. Critical above
+fell by less than ``flat_change`` of its starting level over the run, or rose. Critical above
 ``critical_share``.
 
 **Why it matters.** The optimizer follows the dominant term's gradient; the flat task is not being
@@ -39,7 +39,7 @@ RECOMMENDATION = (
 class Thresholds:
     dominant_share: float = knob(0.9, "one task holding more than this share of the summed loss dominates (the seed)")
     critical_share: float = knob(0.99, "critical above this share")
-    flat_change: float = knob(0.05, "a task whose loss changed by less than this share of its start is flat")
+    flat_change: float = knob(0.05, "a task whose loss fell by less than this share of its start (or rose) is flat")
     tail: float = knob(0.5, "share of the run at the end over which the shares are measured")
     min_points: int = knob(10, "finite points a task loss needs to count")
     change_head_share: float = knob(0.02, "share at the start whose median is a task's starting level (at least 3 points)")
@@ -59,7 +59,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         tail = v[int(len(v) * (1 - thresholds.tail)):]
         levels.append(abs(float(np.median(tail))))
         head, end = stats.head_tail(v, thresholds.change_head_share, thresholds.change_tail_share)
-        changes.append(abs(head - end) / (abs(head) or 1e-12))  # 1e-12: a numeric guard against a zero start
+        # Signed: how far the task's loss FELL. One that rose while another term dominates is not being
+        # trained either (worse than flat), so it counts as flat, not as a task that moved.
+        changes.append((head - end) / (abs(head) or 1e-12))  # 1e-12: a numeric guard against a zero start
         names.append((label, key))
         spans.append((float(f.steps[0]), float(f.steps[-1])))
     if len(levels) < 2:
@@ -80,5 +82,5 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                                  "relative change of this task's loss from start to end"))
     flat_names = ", ".join(names[i][1] for i in flat)
     message = (f"{names[top][1]} is {c.fmt(100 * shares[top])}% of the total loss while {flat_names} "
-               f"changed by only {c.fmt(100 * min(changes[i] for i in flat))}%: that task is not being trained.")
+               f"fell by only {c.fmt(100 * min(changes[i] for i in flat))}% (negative: it rose): that task is not being trained.")
     return c.problem(_SELF, shares[top] > thresholds.critical_share, message, RECOMMENDATION, evidence)
