@@ -16,7 +16,7 @@ from pathlib import Path
 from trackerhealth.adapters.files import read_histories
 from trackerhealth.engine import analyze
 
-from .score import Case, render
+from .score import Case, case, render
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "realworld"
@@ -26,7 +26,7 @@ SETS = {
 }
 
 
-def cases(which: str) -> tuple[list[Case], list[str]]:
+def cases(which: str, strict: bool = False) -> tuple[list[Case], list[str]]:
     labels_path, root = SETS[which]
     runs = json.loads(labels_path.read_text())["runs"]
     out, missing = [], []
@@ -40,15 +40,15 @@ def cases(which: str) -> tuple[list[Case], list[str]]:
         histories = read_histories(path)
         # A file holding several runs (detectron2's concatenated metrics.json) is judged as its worst.
         flagged = frozenset(f.id for h in histories for f in analyze(h).problems)
-        out.append(Case(run_id, frozenset(label["labels"]), frozenset(label.get("also_acceptable", ())), flagged,
-                        label.get("format", "")))
+        out.append(case(run_id, label["labels"], label.get("also_acceptable", ()), flagged, label.get("format", ""), strict))
     return out, missing
 
 
 def main(argv: list[str]) -> int:
-    for which in argv or list(SETS):
-        found, missing = cases(which)
-        print(render(found, f"{which}: {len(found)} scored logs"))
+    strict = "--strict" in argv
+    for which in [a for a in argv if not a.startswith("--")] or list(SETS):
+        found, missing = cases(which, strict)
+        print(render(found, f"{which}: {len(found)} scored logs" + (" (strict: only the label itself counts)" if strict else "")))
         if missing:
             print(f"missing files (not scored): {', '.join(missing)}\n")
     return 0

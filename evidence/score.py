@@ -3,6 +3,12 @@
 A case is ``(name, labels, also_acceptable, flagged)``. A flagged id that is a label is a true
 positive; one in ``also_acceptable`` is neither right nor wrong (a defensible reading, not counted);
 any other is a false positive. A label not flagged is a false negative.
+
+:func:`case` builds one the way the contract reads a run: one cause gives one finding
+(:mod:`trackerhealth.explain`), so when a label was not flagged but an acceptable reading that the
+contract lets explain it was (a never-learning loss reported as ``slow-convergence``, a bouncing
+loss the twin also shows blowing up reported as ``nonfinite``), that finding named the fault and
+is the label. ``strict=True`` skips this: only the label itself counts.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from trackerhealth import diagnoses
+from trackerhealth import diagnoses, explain
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,23 @@ class Case:
     @property
     def missed(self) -> frozenset[str]:
         return self.labels - self.flagged
+
+
+def explains(explainer: str, symptom: str) -> bool:
+    """The contract's explain rules let ``explainer`` stand for ``symptom`` (one cause, one finding)."""
+    return any(r.explainer == explainer and symptom in r.explained for r in explain.RULES)
+
+
+def case(name: str, labels: Iterable[str], also: Iterable[str], flagged: Iterable[str], group: str = "",
+         strict: bool = False) -> Case:
+    labels, also, flagged = set(labels), set(also), frozenset(flagged)
+    if not strict:
+        for label in sorted(labels - flagged):
+            stand_in = sorted(x for x in also & flagged if explains(x, label))
+            if stand_in:
+                labels = (labels - {label}) | {stand_in[0]}
+                also = (also - {stand_in[0]}) | {label}
+    return Case(name, frozenset(labels), frozenset(also - labels), flagged, group)
 
 
 def table(cases: Sequence[Case]) -> dict[str, dict[str, float]]:
