@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import torch
 from sklearn.datasets import load_digits
 from torch import nn
 
 from . import truth
+from ._pipeline import loader_batches
 from .common import NAMES, fit, minibatches, seed_all
 from .sinks import open_run
 
@@ -197,4 +199,220 @@ def build(root: Path, only: set[str] | None = None) -> list[dict]:
         ok, m = truth.confirm_explosion(lg, slog, "grad_norm", "loss")
         out.append(_label(e, ["nonfinite"], "lr_spike_restart", "cnn_twin_sgd", ["nonfinite"] if ok else [], m,
                           "At the restart (step 150) the LR is set to 50 instead of 0.05: the run diverges."))
+    out += build_extra(root, only)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# Extra runs: task imbalance (a second, ink-regression head) and runs with two faults at once.
+
+
+class InkCNN(SmallCNN):
+    """SmallCNN with a second head beside the digit classifier: the image's total ink (sum of its raw pixels)."""
+
+    def __init__(self, width: int = 16, dropout: float = 0.0):
+        super().__init__(nn.ReLU, 2, width, dropout)
+        self.ink_head = nn.Linear(width * 4, 1)
+
+    def forward(self, x):
+        h = self.drop(self.pool(self.features(x)).flatten(1))
+        return self.head(h), self.ink_head(h).squeeze(1)
+
+
+def _train_x(root: Path, name: str, style: str, naming: str, *, seed: int = 0, opt: str = "adam", lr: float = 1e-3,
+             momentum: float = 0.9, clip: float | None = None, batch: int = 32, steps: int = 300, width: int = 16,
+             weight_decay: float = 0.0, dropout: float = 0.0, n_train: int | None = None, shuffle: bool = True,
+             bad_shard: tuple[int, int] | None = None, ink: str | None = None, loader: str | None = None,
+             delay_s: float = 0.0005, log_every: int = 1, val_every: int = 10):
+    """One extra run. ``ink``: None (digits only), "raw" (total ink in raw pixel units) or "std" (standardised
+    on the training split); ``loader``: None (in-memory batches), "fast" or "slow_io" (:mod:`._pipeline`)."""
+    seed_all(seed)
+    (xt, yt), (xv, yv) = _data(seed)
+    if n_train is not None:
+        xt, yt = xt[:n_train], yt[:n_train]
+    if bad_shard is not None:
+        lo, hi = bad_shard
+        yt = yt.clone()
+        yt[lo:hi] = (yt[lo:hi] + 5) % 10  # a contiguous block of wrong labels, met at the same place each epoch
+    if ink is not None:  # targets packed as [digit, ink] float columns
+        rt, rv = (xt * 16).sum((1, 2, 3)), (xv * 16).sum((1, 2, 3))
+        if ink == "std":
+            mu, sd = rt.mean(), rt.std()
+            rt, rv = (rt - mu) / sd, (rv - mu) / sd
+        yt, yv = torch.stack([yt.float(), rt], 1), torch.stack([yv.float(), rv], 1)
+    torch.manual_seed(seed)
+    model = InkCNN(width, dropout) if ink is not None else SmallCNN(nn.ReLU, 2, width, dropout)
+    if opt == "adam":
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    elif opt == "adamw":
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if loader is None:
+        batches = minibatches(xt, yt, batch, seed, shuffle)
+    else:
+        batches = loader_batches(xt, yt, batch, seed, loader, delay_s=delay_s, shuffle=shuffle)
+    ce, mse = nn.CrossEntropyLoss(), nn.MSELoss()
+
+    def terms(m, x, y):
+        if ink is None:
+            return ce(m(x), y), None
+        logits, pred = m(x)
+        parts = {"digit": ce(logits, y[:, 0].long()), "ink": mse(pred, y[:, 1])}
+        return parts["digit"] + parts["ink"], parts
+
+    def loss_fn(m, b):
+        total, parts = terms(m, b[0], b[1])
+        return total if parts is None else (total, parts)
+
+    def val_fn():
+        model.eval()
+        with torch.no_grad():
+            return float(terms(model, xv, yv)[0])
+
+    mname = f"SmallCNN-2xrelu-w{width}" + ("+ink" if ink is not None else "")
+    config = {"model": mname, "optimizer": opt, "lr": lr, "momentum": momentum if opt == "sgd" else None,
+              "grad_clip": clip, "batch_size": batch, "weight_decay": weight_decay, "dropout": dropout,
+              "width": width, "shuffle": shuffle, "max_steps": steps, "n_train": len(xt),
+              "ink_target": ink, "tasks": ["digit", "ink"] if ink is not None else ["digit"],
+              "loader": loader or "memory", "num_workers": 0, "seed": seed}
+    if loader == "slow_io":
+        config["io_delay_s_per_item"] = delay_s
+    log = open_run(style, root, name, config)
+    layer_names = [n for n, p in model.named_parameters() if n.endswith("weight")]
+    res = fit(model, batches, loss_fn, optimizer, log, epochs=100_000, naming=naming, val_fn=val_fn,
+              val_every=val_every, log_every=log_every, layer_grads=layer_names, clip=clip, max_steps=steps)
+    path = log.close()
+    entry = {"name": name, "family": FAMILY, "model": mname, "dataset": DATASET, "style": style, "file": path,
+             "seed": seed, "config": config}
+    return entry, log.logged, res
+
+
+def build_extra(root: Path, only: set[str] | None = None) -> list[dict]:
+    """The task-imbalance pair and the two 2x2 blocks of two-fault runs (each fault confirmed by its own twin)."""
+    out: list[dict] = []
+    runs: dict[str, tuple] = {}
+
+    def want(*names):
+        return only is None or any(n in only for n in names)
+
+    def run(name, style, naming, **kw):
+        if name not in runs:
+            runs[name] = _train_x(root, name, style, naming, **kw)
+        return runs[name]
+
+    def healthy(name, loss_key, val_key, description, extra_keys=()):
+        e, lg, res = runs[name]
+        ok, m = truth.confirm_healthy(lg, loss_key, val_key, extra_keys)
+        e.update({"intended": [], "cause": "twin", "twin": None, "faults": [], "healthy_confirmed": ok,
+                  "truth": {**m, "steps": res.steps, "samples_per_s": res.samples_per_s}, "description": description})
+        out.append(e)
+
+    def fault(name, intended, cause, checks, description):
+        """``checks``: {fault: (twin name, check(fault_run, twin_run) -> (ok, measures))}; the first is ``twin``."""
+        e, lg, res = runs[name]
+        faults, measures = [], {}
+        for f, (twin, check) in checks.items():
+            ok, m = check(runs[name], runs[twin])
+            measures[f] = {**m, "twin": twin}
+            if ok:
+                faults.append(f)
+        twins = {f: t for f, (t, _) in checks.items()}
+        if len(checks) == 1:
+            measures = next(iter(measures.values()))
+        e.update({"intended": sorted(intended), "cause": cause, "twin": next(iter(twins.values())),
+                  "faults": sorted(faults), "truth": {**measures, "steps": res.steps, "samples_per_s": res.samples_per_s},
+                  "description": description})
+        if len(checks) > 1:
+            e["twins"] = twins
+        out.append(e)
+
+    # --- task imbalance: the ink target left in raw pixel units (MSE ~1e4..1e5) beside the digit
+    # cross-entropy (~2); SGD momentum with the usual global grad-norm clip 1.0, so the raw MSE's gradient
+    # fills the clipped step. The twin standardises the ink target.
+    W = NAMES["wandb"]
+    imb = dict(opt="sgd", lr=0.1, momentum=0.9, clip=1.0, weight_decay=5e-4, steps=400, log_every=3)
+    if want("cnn_imbalance_raw_ink", "cnn_twin_ink_std"):
+        run("cnn_twin_ink_std", "csv", "wandb", ink="std", **imb)
+        run("cnn_imbalance_raw_ink", "wandb", "wandb", ink="raw", **imb)
+        dk, ik = W["task"].format("digit"), W["task"].format("ink")
+
+        def stalled(f, t):
+            ok, m = truth.confirm_task_stalled(f[1], t[1], dk)
+            fd, fi = f[1].get(dk)[1], f[1].get(ik)[1]
+            m["ink_over_digit_loss_median"] = float(np.median(fi) / max(np.median(fd), 1e-12))
+            return ok, m
+
+        fault("cnn_imbalance_raw_ink", ["task-imbalance"], "unscaled_aux_loss",
+              {"task-imbalance": ("cnn_twin_ink_std", stalled)},
+              "Second head regresses the total ink in raw pixel sums (MSE ~1e4-1e5) beside the digit cross-entropy; "
+              "SGD momentum lr 0.1, clip 1.0: the clipped step is all ink and the digit loss stalls.")
+        healthy("cnn_twin_ink_std", W["loss"], W["val_loss"],
+                "Imbalance twin: the same digit + ink heads, SGD momentum lr 0.1, clip 1.0, ink standardised.", (dk, ik))
+
+    # --- block a: no shuffling with a bad shard x overfitting (200 training images, width 128, 400 steps).
+    # 2x2: bad shard / clean data x no regularisation / weight decay + dropout.
+    P = NAMES["plain"]
+    n_tr, shard = 200, (96, 128)  # rows 96..127 are batch 3 (of 7) of every epoch: step 7*epoch + 4
+    spe = math.ceil(n_tr / 32)
+    ovf = dict(opt="adam", lr=3e-3, width=128, n_train=n_tr, shuffle=False, steps=400)
+    reg = dict(ovf, opt="adamw", weight_decay=0.5, dropout=0.5)
+    spike_steps = [float(ep * spe + 4) for ep in range(2, 400 // spe) if ep * spe + 4 <= 400]
+    block_a = ("cnn_bad_shard_overfit", "cnn_overfit_small_subset", "cnn_bad_shard_regularised", "cnn_twin_overfit_reg")
+    if want(*block_a):
+        run("cnn_twin_overfit_reg", "parquet", "plain", **reg)
+        run("cnn_overfit_small_subset", "csv", "plain", **ovf)
+        run("cnn_bad_shard_regularised", "mlflow", "plain", bad_shard=shard, **reg)
+        run("cnn_bad_shard_overfit", "parquet", "plain", bad_shard=shard, **ovf)
+
+        def spikes(f, t):
+            ok, m = truth.confirm_spikes_at(f[1], t[1], P["loss"], spike_steps)
+            return ok, {**m, "spike_steps": spike_steps}
+
+        def overfit(f, t):
+            return truth.confirm_overfitting(f[1], t[1], P["loss"], P["val_loss"])
+
+        fault("cnn_bad_shard_overfit", ["periodic-spikes", "overfitting"], "bad_shard_noshuffle+overfitting",
+              {"periodic-spikes": ("cnn_overfit_small_subset", spikes),
+               "overfitting": ("cnn_bad_shard_regularised", overfit)},
+              "Two faults: 200 training images, width-128 CNN, Adam lr 3e-3 without weight decay for 400 steps (overfits), "
+              "and no shuffling with rows 96..127 mislabelled (batch 4 of every epoch spikes).")
+        fault("cnn_overfit_small_subset", ["overfitting"], "overfitting", {"overfitting": ("cnn_twin_overfit_reg", overfit)},
+              "200 clean training images, width-128 CNN, Adam lr 3e-3 without weight decay or dropout for 400 steps: val loss climbs.")
+        fault("cnn_bad_shard_regularised", ["periodic-spikes"], "bad_shard_noshuffle",
+              {"periodic-spikes": ("cnn_twin_overfit_reg", spikes)},
+              "The 200-image subset with AdamW weight decay 0.5 and dropout 0.5, but no shuffling and rows 96..127 "
+              "mislabelled: the loss spikes at batch 4 of every epoch.")
+        healthy("cnn_twin_overfit_reg", P["loss"], P["val_loss"],
+                "Twin of the overfitting/bad-shard block: 200 clean images, no shuffling, AdamW weight decay 0.5, dropout 0.5.")
+
+    # --- block b: LR too high x slow loader (SGD momentum; DataLoader fast vs SlowIODataset, same batches).
+    M = NAMES["mlflow"]
+    sgd = dict(opt="sgd", momentum=0.9, weight_decay=5e-4, steps=250, log_every=2)
+    sane, high = 0.02, 1.0
+    block_b = ("cnn_lr_too_high_slow_loader", "cnn_lr_too_high_fast_loader", "cnn_slow_loader", "cnn_twin_fast_loader")
+    if want(*block_b):
+        run("cnn_twin_fast_loader", "parquet", "mlflow", lr=sane, loader="fast", **sgd)
+        run("cnn_lr_too_high_fast_loader", "csv", "mlflow", lr=high, loader="fast", **sgd)
+        run("cnn_slow_loader", "csv", "mlflow", lr=sane, loader="slow_io", **sgd)
+        run("cnn_lr_too_high_slow_loader", "mlflow", "mlflow", lr=high, loader="slow_io", **sgd)
+
+        def osc(f, t):
+            return truth.confirm_oscillation(f[1], t[1], M["loss"])
+
+        def bottleneck(f, t):
+            return truth.confirm_bottleneck(f[2].samples_per_s, t[2].samples_per_s)
+
+        fault("cnn_lr_too_high_slow_loader", ["loss-oscillation", "input-bottleneck"], "lr_too_high+slow_loader",
+              {"loss-oscillation": ("cnn_slow_loader", osc), "input-bottleneck": ("cnn_lr_too_high_fast_loader", bottleneck)},
+              f"Two faults: SGD momentum at lr {high} ({high / sane:.0f}x the sane {sane}), and every image takes "
+              "0.5 ms to arrive (SlowIODataset, DataLoader without workers).")
+        fault("cnn_lr_too_high_fast_loader", ["loss-oscillation"], "lr_too_high",
+              {"loss-oscillation": ("cnn_twin_fast_loader", osc)},
+              f"SGD momentum at lr {high} ({high / sane:.0f}x the twin's) through the in-memory DataLoader.")
+        fault("cnn_slow_loader", ["input-bottleneck"], "slow_loader",
+              {"input-bottleneck": ("cnn_twin_fast_loader", bottleneck)},
+              f"SGD momentum lr {sane}; every image takes 0.5 ms to arrive (SlowIODataset, no workers).")
+        healthy("cnn_twin_fast_loader", M["loss"], M["val_loss"],
+                f"Twin of the LR/loader block: SGD momentum lr {sane}, weight decay 5e-4, in-memory DataLoader.")
     return out
