@@ -48,8 +48,46 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
     assert folds["shipped_defaults"] == recorded["shipped_defaults"]
 
 
+# The pooled held-out figures as measured (README "How well the diagnoses work"), per diagnosis
+# (precision, recall). They are floors, not the target of 0.9 for both: loss-oscillation,
+# slow-convergence and task-imbalance are short of it.
+FLOORS = {
+    "input-bottleneck": (1.0, 1.0),
+    "periodic-spikes": (1.0, 1.0),
+    "nonfinite": (0.9, 1.0),
+    "overfitting": (1.0, 0.8),
+    "vanishing-gradients": (1.0, 0.8),
+    "loss-oscillation": (0.85, 0.6),
+    "slow-convergence": (0.7, 0.7),
+    "task-imbalance": (1.0, 0.5),
+}
+
+
 def test_pooled_held_out_floors_as_measured(folds):
     pooled = folds["pooled_held_out"]
-    assert pooled["nonfinite"]["precision"] >= 0.85 and pooled["nonfinite"]["recall"] >= 0.85
-    assert pooled["input-bottleneck"]["precision"] == 1.0 and pooled["input-bottleneck"]["recall"] == 1.0
-    assert folds["pooled_macro_f1"] >= 0.45
+    for diag_id, (precision, recall) in FLOORS.items():
+        assert pooled[diag_id]["precision"] >= precision and pooled[diag_id]["recall"] >= recall, (diag_id, pooled[diag_id])
+    assert folds["pooled_macro_f1"] >= 0.85
+    wrong, healthy = folds["pooled_healthy_flagged"]
+    assert healthy >= 60 and wrong / healthy <= 0.05  # at most 1 healthy run in 20 with a wrong finding
+
+
+def test_six_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 6
+    coverage = folds["cause_coverage"]
+    # Measured gaps: no confirmed "one oversized batch" run, and gradient explosion as its own cause
+    # only in the regression family (elsewhere it is an LR spike or an LR too high, which cover it).
+    gaps = {"3.5 one oversized batch", "3.3 gradient explosion"}
+    assert {c for c, fams in coverage.items() if len(fams) < 2} == gaps
+
+
+def test_healthy_runs_are_checked_and_a_never_learning_fault_may_be_named_either_way():
+    entries = manifest.load()
+    meant_healthy = [e for e in entries if not e["intended"]]
+    assert len(meant_healthy) >= 20 and all("healthy_confirmed" in e for e in meant_healthy)
+    scored_healthy = [e for e in meant_healthy if lofo.scored(e)]
+    assert all(e["healthy_confirmed"] for e in scored_healthy)
+    flat = next(e for e in entries if e.get("one_of"))
+    assert lofo.resolve_one_of(flat, frozenset({"slow-convergence"}))[0] == frozenset({"slow-convergence"})
+    assert lofo.resolve_one_of(flat, frozenset())[0] == frozenset({"loss-oscillation"})
+    assert any(len(e["faults"]) == 2 for e in entries)  # runs with two twin-confirmed faults
