@@ -81,6 +81,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         evidence.append(Evidence(names[i][1], float(changes[i]), thresholds.flat_change, *spans[i], "flat_task_loss",
                                  "relative change of this task's loss from start to end"))
     flat_names = ", ".join(names[i][1] for i in flat)
+    least = min(changes[i] for i in flat)
+    moved = f"rose by {c.fmt(-100 * least)}%" if least < 0 else f"fell by only {c.fmt(100 * least)}%"
     message = (f"{names[top][1]} is {c.fmt(100 * shares[top])}% of the total loss while {flat_names} "
-               f"fell by only {c.fmt(100 * min(changes[i] for i in flat))}% (negative: it rose): that task is not being trained.")
+               f"{moved}: that task is not being trained.")
     return c.problem(_SELF, shares[top] > thresholds.critical_share, message, RECOMMENDATION, evidence)
