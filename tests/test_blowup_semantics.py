@@ -47,3 +47,31 @@ def test_layers_dead_after_a_blow_up_are_judged_while_alive():
     assert finding.level == "ok", finding.message
     never = dict(alive, l0=np.zeros(N), l1=np.zeros(N))  # early layers that never got any gradient still vanish
     assert analyze(_run(_grad(rng), never)).finding("vanishing-gradients").is_problem
+
+
+def _loss_run(loss: np.ndarray) -> RunHistory:
+    steps = np.arange(len(loss), dtype=float)
+    return RunHistory.from_series(RunRef("files", "p", "r"), {"loss": (steps, loss)})
+
+
+def test_a_loss_that_learns_then_swings_back_up_over_the_second_half_is_loss_oscillation():
+    rng = np.random.default_rng(3)
+    t = np.arange(N, dtype=float)
+    level = 0.7 * np.exp(-t / 30) + 0.01 + np.where(t > N / 2, 0.15 * (t - N / 2) / (N / 2), 0.0)
+    loss = level * np.exp(0.8 * rng.standard_normal(N))  # a batch of 2: each step's loss is mostly noise
+    finding = analyze(_loss_run(loss)).finding("loss-oscillation")
+    assert finding.is_problem and "second_half_rise" in {e.code for e in finding.evidence}, finding.message
+    settled = (0.7 * np.exp(-t / 30) + 0.01) * np.exp(0.8 * rng.standard_normal(N))  # as noisy, but it stays down
+    assert "second_half_rise" not in {e.code for e in analyze(_loss_run(settled)).finding("loss-oscillation").evidence}
+
+
+def test_a_loss_that_blows_up_in_its_first_steps_is_measured_from_its_first_point():
+    rng = np.random.default_rng(4)
+    t = np.arange(N, dtype=float)
+    loss = 18.0 * np.exp(-t / 400) * (1 + 0.05 * rng.standard_normal(N))
+    loss[0] = 2.9  # the loss at initialisation; Adam at lr 1.0 throws it to 10^4 at once
+    loss[1:6] = [7e4, 1.5e7, 2e5, 8e5, 3e5]
+    report = analyze(_loss_run(loss))
+    oscillation = report.finding("loss-oscillation")
+    assert oscillation.level == "critical" and "rose from 2.9" in oscillation.message
+    assert not report.finding("slow-convergence").is_problem  # a loss above where it began is not a slow fall

@@ -76,3 +76,12 @@ def judged_loss(view: RoleView, min_points: int) -> tuple[Series | None, str]:
     if len(loss) < min_points:
         return None, f"only {len(loss)} finite train-loss points after warm-up; need {min_points}"
     return loss, ""
+
+
+def start_level(values, head: float, early_rise: float) -> float:
+    """Where a loss started: the median of its first points (``head``), unless that median is ``early_rise``
+    x above the very first point: a loss that blew up within its first few steps (Adam at a huge LR)
+    started at that first point, and measured from the blown-up median it would seem to have fallen."""
+    first = float(values[0])
+    return first if first > 0 and head > early_rise * first else head
+

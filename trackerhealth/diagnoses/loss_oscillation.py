@@ -2,13 +2,16 @@
 
 **What it looks for.** After warm-up and before any NaN, the training loss is compared with itself.
 Learning: its overall improvement, median of the last ``tail_share`` of points against the first
-``head_share`` (or the first point, when lower: a loss that blew up in its first steps started there).
+``head_share`` (or the first point, when that median is ``early_rise`` × above it: a loss that blew up
+in its first steps started there).
 Instability, the signature of a learning rate too high or a batch too small: the loss overshot —
 in the first ``early_share`` of the run it rose to ``blowup`` × its starting level — or, over the second
 half, the raw loss swings about its short moving level (median within-window MAD over the moving
 level, the seed's "raw loss fluctuation far above its short moving average") by more than
 ``fluctuation_ratio``. A run that is unstable and improved by less than ``max_improvement`` is
-flagged, and so is a run whose loss ends ``rise`` above where it started. Two more shapes are this
+flagged, and so is a run whose loss ends ``rise`` above where it started, and one that swings and ends
+its second half more than ``late_rise`` above where that half began (evidence ``second_half_rise``:
+it learned, then threw it away). Two more shapes are this
 fault: a loss that bounces without falling — over the second half a short moving median
 (``wander_window_share`` of the run) strays from a long one by more than ``wander_ratio`` of the level
 while the trend is not falling (t > −``stalled_t``) and the run improved less than
@@ -54,6 +57,8 @@ class Thresholds:
     fluctuation_ratio: float = knob(0.3, "over the second half, swings about the moving level above this share of it are unstable")
     critical_ratio: float = knob(0.6, "critical when the swings exceed this share of the level")
     rise: float = knob(0.1, "a loss that ends this share above its start is rising (critical)")
+    early_rise: float = knob(1.5, "a starting median this many times the first point is an early blow-up: the first point is the start")
+    late_rise: float = knob(1.0, "a swinging loss whose second half ends this share above where that half began (1.0: doubled) is not settling")
     window: int = knob(5, "points of the short moving level the swings are measured about")
     min_points: int = knob(30, "finite train-loss points after warm-up needed to judge")
     head_share: float = knob(0.02, "share of the run at the start whose median is the starting level (at least 3 points)")
@@ -80,9 +85,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     key = history.key("train_loss")
     v, s = loss.values, loss.steps
     head, tail = stats.head_tail(v, thresholds.head_share, thresholds.tail_share)
-    # A loss that blows up within its first few steps (Adam at a huge LR) inflates the median of the
-    # head, and the run would look as if it fell from there; the first logged value is where it began.
-    head = min(head, float(v[0]))
+    head = c.start_level(v, head, thresholds.early_rise)
     if head <= 0:
         return c.skipped(_SELF, f"{key} is not positive (starts at {c.fmt(head)}); relative change is undefined")
     improvement = (head - tail) / head
@@ -110,7 +113,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         message = (f"{key} never learned: it sits at {c.fmt(tail)} from step {c.fmt_step(s[0])} to {c.fmt_step(s[-1])}, within "
                    f"{c.fmt(100 * abs(improvement))}% of where it started.")
         return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
-    if not (rising or bouncing or (unstable and improvement < thresholds.max_improvement)):
+    # A loss that learned and then, swinging, ends its second half more than ``late_rise`` above where
+    # that half began (1.0: doubled) is not settling: the optimizer is throwing away what it learned.
+    late_rise = half_fall < -thresholds.late_rise and ratio > thresholds.fluctuation_ratio
+    if not (rising or bouncing or late_rise or (unstable and improvement < thresholds.max_improvement)):
         return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}%; swings {c.fmt(100 * ratio)}% of its level; "
                            f"early peak {c.fmt(overshoot)}x its start")
 
@@ -125,6 +131,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                  f"smoothed loss level wandering about its slow trend, relative to it ({c.fmt(wander_z)}x what batch noise explains)"
                  + ("; the second half does not fall" if stalled else "")),
     ]
+    if late_rise:
+        evidence.append(Evidence(key, -half_fall, thresholds.late_rise, float(s[half]), float(s[-1]), "second_half_rise",
+                                 "rise of the loss over the second half of the run, relative to where that half began"))
     val = history.series("val_loss")
     if val is not None and len(val.finite()) >= thresholds.min_val_points:
         vv = val.finite().values
@@ -140,6 +149,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
             how.append(f"shot up to {c.fmt(overshoot)}x its starting level early on")
         if ratio > thresholds.fluctuation_ratio:
             how.append(f"swings by {c.fmt(100 * ratio)}% of its level")
+        if late_rise:
+            how.append(f"climbed {c.fmt(-100 * half_fall)}% over the second half of the run")
         if bouncing:
             how.append(f"its smoothed level bounces by {c.fmt(100 * wander)}% without falling over the second half")
         message = (f"{key} is stuck near {c.fmt(tail)}, only {c.fmt(100 * improvement)}% below its start {c.fmt(head)}, and it "

@@ -1,6 +1,7 @@
 """Loss falls, but so slowly that the run will not get anywhere.
 
-**What it looks for.** After warm-up, before any NaN, and past the first ``settle_share`` of the run (where a
+**What it looks for.** A loss that ends ``rose`` above where it began is not slow (it blew up:
+``loss-oscillation``). After warm-up, before any NaN, and past the first ``settle_share`` of the run (where a
 run settles), a straight line is fitted through the medians of ``bins`` bins of the training loss
 (medians shrug off heavy-tailed batch noise). The loss is falling steadily when that line's slope
 is significantly negative (t ≤ −``min_t``) and still negative over the second half
@@ -53,6 +54,10 @@ class Thresholds:
     critical_runs_to_halve: float = knob(20.0, "critical when halving the loss at the end-of-run slope takes more runs than this")
     min_runs_to_halve: float = knob(4.0, "ok when the loss would halve within this many more runs of this length")
     min_points: int = knob(30, "finite train-loss points after warm-up needed to judge")
+    head_share: float = knob(0.02, "share of the run at the start whose median is the starting level (at least 3 points)")
+    tail_share: float = knob(0.2, "share of the run at the end whose median is the end level")
+    rose: float = knob(0.1, "a loss whose end level is this share above its start rose (loss-oscillation's rise): not slow")
+    early_rise: float = knob(1.5, "a starting median this many times the first point is an early blow-up: the first point is the start")
     settle_share: float = knob(0.1, "share at the start where a run settles, left out of the fit")
     min_bins: int = knob(6, "bins left after the settling share needed to fit a line")
     min_val_points: int = knob(5, "finite val-loss points needed to fit the val line")
@@ -104,6 +109,13 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     if loss is None:
         return c.skipped(_SELF, reason)
     key = history.key("train_loss")
+    # A loss that ends clearly above where it began (its first point after an early blow-up) is not
+    # converging, slowly or otherwise: it blew up, which loss-oscillation reports as rising.
+    head, tail = stats.head_tail(loss.values, thresholds.head_share, thresholds.tail_share)
+    start = c.start_level(loss.values, head, thresholds.early_rise)
+    if tail > start * (1 + thresholds.rose):
+        return c.ok(_SELF, f"{key} rose overall ({c.fmt(start)} at the start, {c.fmt(tail)} at the end): "
+                           "not a slow fall (see loss-oscillation)")
     # The first tenth is where a run settles (a blow-up, a fast first drop); the question is how
     # the loss behaves after that. Medians of 30 bins shrug off heavy-tailed batch noise.
     skip = int(len(loss) * thresholds.settle_share)
