@@ -75,3 +75,11 @@ def test_a_loss_that_blows_up_in_its_first_steps_is_measured_from_its_first_poin
     oscillation = report.finding("loss-oscillation")
     assert oscillation.level == "critical" and "rose from 2.9" in oscillation.message
     assert not report.finding("slow-convergence").is_problem  # a loss above where it began is not a slow fall
+
+
+def test_a_converged_near_zero_loss_that_doubles_while_swinging_is_not_a_late_rise():
+    rng = np.random.default_rng(5)
+    t = np.arange(N, dtype=float)
+    level = 0.5 * np.exp(-t / 10) + 1e-5 * (1 + t / N)  # at ~0 from step 60 on; the 1e-5 floor doubles
+    loss = level * np.exp(0.8 * rng.standard_normal(N))
+    assert not analyze(_loss_run(loss)).finding("loss-oscillation").is_problem

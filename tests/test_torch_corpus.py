@@ -57,7 +57,7 @@ FLOORS = {
     "nonfinite": (0.9, 1.0),
     "overfitting": (1.0, 0.8),
     "vanishing-gradients": (1.0, 0.8),
-    "loss-oscillation": (0.84, 0.7),
+    "loss-oscillation": (0.9, 0.7),
     "slow-convergence": (0.5, 0.7),
     "task-imbalance": (1.0, 0.5),
 }

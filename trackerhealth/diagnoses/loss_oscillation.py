@@ -10,8 +10,8 @@ half, the raw loss swings about its short moving level (median within-window MAD
 level, the seed's "raw loss fluctuation far above its short moving average") by more than
 ``fluctuation_ratio``. A run that is unstable and improved by less than ``max_improvement`` is
 flagged, and so is a run whose loss ends ``rise`` above where it started, and one that swings and ends
-its second half more than ``late_rise`` above where that half began (evidence ``second_half_rise``:
-it learned, then threw it away). Two more shapes are this
+its second half more than ``late_rise`` above where that half began, by at least ``late_rise_floor``
+of the starting level (evidence ``second_half_rise``: it learned, then threw it away). Two more shapes are this
 fault: a loss that bounces without falling — over the second half a short moving median
 (``wander_window_share`` of the run) strays from a long one by more than ``wander_ratio`` of the level
 while the trend is not falling (t > −``stalled_t``) and the run improved less than
@@ -57,6 +57,7 @@ class Thresholds:
     fluctuation_ratio: float = knob(0.3, "over the second half, swings about the moving level above this share of it are unstable")
     critical_ratio: float = knob(0.6, "critical when the swings exceed this share of the level")
     rise: float = knob(0.1, "a loss that ends this share above its start is rising (critical)")
+    late_rise_floor: float = knob(0.05, "and that climb is at least this share of the run's starting level (a converged near-zero loss that doubles is still near zero)")
     early_rise: float = knob(1.5, "a starting median this many times the first point is an early blow-up: the first point is the start")
     late_rise: float = knob(1.0, "a swinging loss whose second half ends this share above where that half began (1.0: doubled) is not settling")
     window: int = knob(5, "points of the short moving level the swings are measured about")
@@ -115,7 +116,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
     # A loss that learned and then, swinging, ends its second half more than ``late_rise`` above where
     # that half began (1.0: doubled) is not settling: the optimizer is throwing away what it learned.
-    late_rise = half_fall < -thresholds.late_rise and ratio > thresholds.fluctuation_ratio
+    # The climb must matter on the run's own scale: a converged loss of 1e-5 that doubles is still ~0.
+    h_head, h_tail = stats.head_tail(v[half:], thresholds.head_share, thresholds.tail_share)
+    late_rise = (half_fall < -thresholds.late_rise and ratio > thresholds.fluctuation_ratio
+                 and h_tail - h_head >= thresholds.late_rise_floor * head)
     if not (rising or bouncing or late_rise or (unstable and improvement < thresholds.max_improvement)):
         return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}%; swings {c.fmt(100 * ratio)}% of its level; "
                            f"early peak {c.fmt(overshoot)}x its start")
