@@ -153,3 +153,15 @@ def minibatches(x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int, sh
             idx = order[i:i + batch_size]
             yield x[idx], y[idx]
     return batches
+
+
+def lr_spike(at: int, factor: float):
+    """``before_step`` for :func:`fit`: at step ``at`` every param group's LR is multiplied by ``factor``
+    (an LR spike at a warm restart); ``label`` says so for the run's description."""
+    def before(step, optimizer):
+        if step == at:
+            for g in optimizer.param_groups:
+                g["lr"] *= factor
+    before.label = f"x{factor:g} at step {at}"
+    return before
+

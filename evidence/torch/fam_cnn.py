@@ -32,6 +32,19 @@ def _data(seed: int):
     return (x[:1400], y[:1400]), (x[1400:], y[1400:])
 
 
+def _train_split(seed: int, n_train: int | None, bad_shard: tuple[int, int] | None):
+    """The seeded split, the training part cut to ``n_train`` images and with the rows ``bad_shard``
+    [lo, hi) relabelled: a contiguous block of wrong labels, met at the same place each epoch."""
+    (xt, yt), val = _data(seed)
+    if n_train is not None:
+        xt, yt = xt[:n_train], yt[:n_train]
+    if bad_shard is not None:
+        lo, hi = bad_shard
+        yt = yt.clone()
+        yt[lo:hi] = (yt[lo:hi] + 5) % 10
+    return (xt, yt), val
+
+
 class SmallCNN(nn.Module):
     def __init__(self, act: type[nn.Module] = nn.ReLU, depth: int = 2, width: int = 16, dropout: float = 0.0):
         super().__init__()
@@ -60,13 +73,7 @@ def _train(root: Path, name: str, style: str, naming: str, *, seed: int = 0, lr:
            corrupt: dict | None = None, bad_shard: tuple[int, int] | None = None, spike: dict | None = None,
            schedule: str = "constant", log_every: int = 1, max_steps: int | None = None):
     seed_all(seed)
-    (xt, yt), (xv, yv) = _data(seed)
-    if n_train is not None:
-        xt, yt = xt[:n_train], yt[:n_train]
-    if bad_shard is not None:
-        lo, hi = bad_shard
-        yt = yt.clone()
-        yt[lo:hi] = (yt[lo:hi] + 5) % 10  # a contiguous block of wrong labels, met at the same place each epoch
+    (xt, yt), (xv, yv) = _train_split(seed, n_train, bad_shard)
     torch.manual_seed(seed)
     acts = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}
     model = SmallCNN(acts[act], depth, dropout=dropout)
@@ -227,13 +234,7 @@ def _train_x(root: Path, name: str, style: str, naming: str, *, seed: int = 0, o
     """One extra run. ``ink``: None (digits only), "raw" (total ink in raw pixel units) or "std" (standardised
     on the training split); ``loader``: None (in-memory batches), "fast" or "slow_io" (:mod:`._pipeline`)."""
     seed_all(seed)
-    (xt, yt), (xv, yv) = _data(seed)
-    if n_train is not None:
-        xt, yt = xt[:n_train], yt[:n_train]
-    if bad_shard is not None:
-        lo, hi = bad_shard
-        yt = yt.clone()
-        yt[lo:hi] = (yt[lo:hi] + 5) % 10  # a contiguous block of wrong labels, met at the same place each epoch
+    (xt, yt), (xv, yv) = _train_split(seed, n_train, bad_shard)
     if ink is not None:  # targets packed as [digit, ink] float columns
         rt, rv = (xt * 16).sum((1, 2, 3)), (xv * 16).sum((1, 2, 3))
         if ink == "std":

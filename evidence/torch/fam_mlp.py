@@ -19,7 +19,7 @@ from torch import nn
 
 from . import truth
 from ._pipeline import loader_batches
-from .common import NAMES, fit, minibatches, seed_all
+from .common import NAMES, fit, lr_spike, minibatches, seed_all
 from .integrations import lightning_module, lightning_run
 from .sinks import open_run
 
@@ -221,15 +221,6 @@ def corrupt_nan_at(step: int):
         return batches
     wrap.label = f"NaN in feature 3 of one record at step {step}"
     return wrap
-
-
-def lr_spike(at: int, factor: float):
-    def before(step, optimizer):
-        if step == at:
-            for g in optimizer.param_groups:
-                g["lr"] *= factor
-    before.label = f"x{factor:g} at step {at}"
-    return before
 
 
 def build(root: Path, only: set[str] | None) -> list[dict]:

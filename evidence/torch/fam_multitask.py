@@ -24,7 +24,7 @@ from torch.nn import functional as F
 
 from . import truth
 from ._pipeline import loader_batches
-from .common import NAMES, fit, minibatches, seed_all
+from .common import NAMES, fit, lr_spike, minibatches, seed_all
 from .sinks import open_run
 
 FAMILY = "multitask"
@@ -183,14 +183,6 @@ def entry(name, cfg, style, file, faults, intended, cause, twin, measures, descr
     if healthy is not None:
         e["healthy_confirmed"] = healthy
     return e
-
-
-def lr_spike(at: int, factor: float):
-    def before(step, optimizer):
-        if step == at:
-            for g in optimizer.param_groups:
-                g["lr"] *= factor
-    return before
 
 
 def build(root: Path, only: set[str] | None) -> list[dict]:

@@ -14,7 +14,7 @@ from sklearn.datasets import load_diabetes
 
 from . import truth
 from ._pipeline import loader_batches
-from .common import NAMES, fit, minibatches, seed_all
+from .common import NAMES, fit, lr_spike, minibatches, seed_all
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
 
@@ -217,14 +217,6 @@ def oversized(batch_index: int, factor: int):
                 yield x, y
         return batches
     return wrap
-
-
-def lr_spike(at: int, factor: float):
-    def before(step, optimizer):
-        if step == at:
-            for g in optimizer.param_groups:
-                g["lr"] *= factor
-    return before
 
 
 def build(root: Path, only: set[str] | None) -> list[dict]:
