@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from trackerhealth.adapters.files import read_histories
@@ -90,8 +91,10 @@ def _cross_check(entry: dict, root: Path, entries_by_name: dict[str, dict]) -> N
         entry.pop("also_acceptable", None)
 
 
+@lru_cache(maxsize=None)
 def logged_from_file(root: Path, file: str) -> Logged:
-    """What a run's file holds, as the tap the truth criteria read (every key, every logged value)."""
+    """What a run's file holds, as the tap the truth criteria read (every key, every logged value).
+    Cached: a twin is read once however many fault runs compare with it (the tap is never modified)."""
     (history,) = read_histories(root / file)
     tap = Logged()
     for key in history.keys():
