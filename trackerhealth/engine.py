@@ -15,6 +15,7 @@ import traceback
 import numpy as np
 
 from . import config_facts, diagnoses, explain, scorecard
+from .baseline import Cohort
 from .config import Config
 from .roles import RoleView, Roles, resolve
 from .schema import (
@@ -32,18 +33,21 @@ from .schema import (
 SHOWN_KEYS = 10
 
 
-def analyze(history: RunHistory, config: Config | None = None) -> HealthReport:
+def analyze(history: RunHistory, config: Config | None = None, cohort: Cohort | None = None) -> HealthReport:
+    """The run's report; ``cohort`` (its group and baseline, :mod:`trackerhealth.cohort`) lets the
+    diagnoses compare it with the group's baseline."""
     with np.errstate(all="ignore"):  # overflow in a 1e308 loss is evidence, not a warning to print
-        return _analyze(history, config or Config())
+        return _analyze(history, config or Config(), cohort)
 
 
-def _analyze(history: RunHistory, config: Config) -> HealthReport:
+def _analyze(history: RunHistory, config: Config, cohort: Cohort | None) -> HealthReport:
     failures: list[StageFailure] = []
     try:
         view = resolve(history, config.roles, config.units)
+        view.cohort = cohort
     except Exception as exc:  # noqa: BLE001 - reported as data, by design
         failures.append(StageFailure("roles", _describe(exc)))
-        view = RoleView(history, Roles())  # no roles: every diagnosis skips, with its reason
+        view = RoleView(history, Roles(), cohort)  # no roles: every diagnosis skips, with its reason
 
     findings: list[Finding] = []
     for diag_id, diag in diagnoses.REGISTRY.items():
@@ -84,7 +88,8 @@ def _analyze(history: RunHistory, config: Config) -> HealthReport:
     else:
         reason = ""
     return HealthReport(history.ref, score, tuple(dims), tuple(findings), history.notes, history.n_points,
-                        history.last_step, loss_key, tuple(failures), reason)
+                        history.last_step, loss_key, tuple(failures), reason,
+                        cohort.to_dict() if cohort is not None else None)
 
 
 def _describe(exc: BaseException) -> str:

@@ -148,6 +148,11 @@ def loss_still_fell(explainer: Finding, symptom: Finding, view: RoleView, t: Thr
     return any(e.code == "low_improvement" and e.observed is not None and e.observed >= 0 for e in symptom.evidence)
 
 
+def always(explainer: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
+    """No condition: the explainer names why the run ended worse than its baseline."""
+    return True
+
+
 Condition = Callable[[Finding, Finding, RoleView, Thresholds], bool]
 
 
@@ -189,6 +194,11 @@ RULES: tuple[Rule, ...] = (
          "a loss crawling down steadily is learning, too slowly: that is the finding, and its fix (LR, init, "
          "normalisation) is the one to try; this rule runs after the others, and only an unexplained "
          "slow-convergence explains"),
+    *(Rule(cause, ("baseline-regression",), always, "always",
+           "a run worse than its baseline because it is slow, unstable, overfitting or blew up has that finding as "
+           "its cause, and that finding's fix; baseline-regression stands alone only when nothing else says why")
+      for cause in ("nonfinite", "vanishing-gradients", "task-imbalance", "periodic-spikes",
+                    "overfitting", "loss-oscillation", "slow-convergence")),
 )
 
 
@@ -239,6 +249,10 @@ def _apply(findings: tuple[Finding, ...], view: RoleView, thresholds: Thresholds
 def rules_markdown() -> str:
     """The rules table as docs/design.md shows it (a test keeps the two the same)."""
     rows = ["| explainer | explains | when | why |", "|---|---|---|---|"]
+    # Rules alike but for their explainer (every cause explains baseline-regression) share one row.
+    merged: dict[tuple, list[str]] = {}
     for r in RULES:
-        rows.append(f"| `{r.explainer}` | {', '.join(f'`{s}`' for s in r.explained)} | {r.when} | {r.why} |")
+        merged.setdefault((r.explained, r.when, r.why), []).append(r.explainer)
+    for (explained, when, why), explainers in merged.items():
+        rows.append(f"| {', '.join(f'`{e}`' for e in explainers)} | {', '.join(f'`{s}`' for s in explained)} | {when} | {why} |")
     return "\n".join(rows)

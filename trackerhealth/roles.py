@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .baseline import Cohort
 from .schema import RunHistory, Series
 
 SCALAR_ROLES = (
@@ -74,12 +75,14 @@ class RoleView:
     """A run's history seen through its roles: what every diagnosis receives.
 
     ``view.series("train_loss")`` gives the train-loss :class:`Series` in canonical units, or None
-    when the run did not log one.
+    when the run did not log one. ``view.cohort`` is the run's group and its baseline when the run is
+    analysed with its group (:mod:`trackerhealth.cohort`), else None.
     """
 
-    def __init__(self, history: RunHistory, roles: Roles):
+    def __init__(self, history: RunHistory, roles: Roles, cohort: Cohort | None = None):
         self.history = history
         self.roles = roles
+        self.cohort = cohort
 
     @property
     def ref(self):

@@ -589,6 +589,9 @@ class HealthReport:
     loss_key: str | None = None
     failures: tuple[StageFailure, ...] = ()
     status_reason: str = ""
+    # The run's group when it was analysed with one (``Cohort.to_dict()``: the group's values, its
+    # size, the baseline and how it was chosen, or why there is none); None: analysed alone.
+    group: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self):
         # An error finding is a failed stage, also when the report was built by hand: `failures`
@@ -660,6 +663,7 @@ class HealthReport:
             "notes": list(self.notes),
             "points": self.n_points,
             "last_step": self.last_step,
+            **({"group": dict(self.group)} if self.group is not None else {}),
         }
 
     @classmethod
@@ -686,4 +690,5 @@ class HealthReport:
             None if loss_key is None else str(loss_key),
             tuple(StageFailure.from_dict(f) for f in data.get("failures", ())),
             str(data.get("status_reason") or ""),
+            dict(_mapping(data["group"], "group")) if data.get("group") is not None else None,
         )

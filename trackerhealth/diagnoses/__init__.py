@@ -10,7 +10,9 @@ Each diagnosis is one module in this package that defines:
   :func:`~trackerhealth.diagnoses._thresholds.knob` (default and one-line meaning), are every
   number the diagnosis decides on;
 - ``RECOMMENDATION`` – the fix text: the one copy, used by the findings and the docs page;
-- ``run(history, thresholds) -> Finding`` – pure: ``history`` is a :class:`~trackerhealth.roles.RoleView`.
+- ``run(history, thresholds) -> Finding`` – pure: ``history`` is a :class:`~trackerhealth.roles.RoleView`;
+- ``COMPARES_RUNS`` – optional, ``True`` for a diagnosis that judges a run against its group
+  (``history.cohort``) and is skipped for a run analysed alone.
 
 The module docstring ("What it looks for", "Why it matters") is the start of the diagnosis'
 documentation page; :mod:`._docs` adds the fix and the thresholds table from the code. Modules are
@@ -38,6 +40,7 @@ class Diagnosis:
     thresholds: type
     recommendation: str
     module: ModuleType
+    compares_runs: bool = False  # judges a run against its group's baseline; skipped for a run alone
 
     @property
     def doc(self) -> str:
@@ -69,7 +72,8 @@ def _discover() -> dict[str, Diagnosis]:
         module = importlib.import_module(f"{__name__}.{info.name}")
         if not hasattr(module, "ID"):
             continue
-        diag = Diagnosis(module.ID, module.TITLE, tuple(module.NEEDS), module.Thresholds, module.RECOMMENDATION, module)
+        diag = Diagnosis(module.ID, module.TITLE, tuple(module.NEEDS), module.Thresholds, module.RECOMMENDATION, module,
+                         bool(getattr(module, "COMPARES_RUNS", False)))
         if diag.id in found:
             raise RuntimeError(f"two diagnosis modules claim the id {diag.id!r}")
         found[diag.id] = diag
@@ -77,6 +81,8 @@ def _discover() -> dict[str, Diagnosis]:
 
 
 REGISTRY: dict[str, Diagnosis] = _discover()
+# The diagnoses that judge one run on its own (every one but those that compare a run with its group).
+SINGLE_RUN: tuple[str, ...] = tuple(d.id for d in REGISTRY.values() if not d.compares_runs)
 
 
 def get(diagnosis_id: str) -> Diagnosis:

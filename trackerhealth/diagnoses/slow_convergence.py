@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stats
+from ..baseline import comparable, curve, reaches
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
@@ -67,6 +68,10 @@ class Thresholds:
     swing_window: int = knob(5, "points of the short moving level those swings are measured about")
     line_max_points: int = knob(4000, "cost bound: a longer series is fitted through line_bins bin medians instead")
     line_bins: int = knob(2000, "bins a series longer than line_max_points is reduced to before the fit")
+    slower_than_baseline: float = knob(4.0, "with a group baseline: needing this many times the baseline's steps to reach its loss level is slow")
+    baseline_share: float = knob(0.5, "that level: the baseline's starting loss minus this share of its fall")
+    comparable_start: float = knob(10.0, "a run starting more than this many times above or below the baseline's start is on another scale: not compared")
+    baseline_min_fall: float = knob(0.05, "a run whose loss fell less than this share of its start never learned (loss-oscillation's case), not slowly")
 
 
 def _line(s: np.ndarray, v: np.ndarray, thresholds: Thresholds):
@@ -104,6 +109,47 @@ def _half_fall_share(loss, thresholds: Thresholds) -> tuple[float, float]:
     return float((half_at - b.steps[0]) / span) if span > 0 else 0.0, fall / start
 
 
+def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Finding | None:
+    """The verdict of the group's baseline, or None when there is none or it cannot decide: the
+    run took at least ``slower_than_baseline`` times the baseline's steps to reach the baseline's
+    level (or has run that long without reaching it) — slow; it reached it sooner — not slow. A run
+    that never learned, or swings (loss-oscillation's cases), or stopped too early to tell, is left
+    to the single-run rule."""
+    cohort = history.cohort
+    if cohort is None or cohort.baseline is None or cohort.baseline.loss is None or cohort.is_baseline(history.ref.id):
+        return None
+    mine = curve(history.series("train_loss"))
+    if mine is not None and not comparable(mine, cohort.baseline.loss, thresholds.comparable_start):
+        return None  # another scale (loss weights, units): the baseline's levels mean nothing here
+    got = reaches(mine, cohort.baseline.loss, (thresholds.baseline_share,)) if mine is not None else []
+    if not got:
+        return None
+    r, base, key = got[0], cohort.baseline, history.key("train_loss")
+    than = f"the group's baseline {base.name} ({cohort.label}, {cohort.size} runs)"
+    if r.reached and r.ratio < thresholds.slower_than_baseline:
+        return c.ok(_SELF, f"{key} reached {c.fmt(r.level)} (half of {than}'s fall) in {c.fmt(r.ratio)}x the baseline's steps: "
+                           "not slow for this group")
+    if r.ratio < thresholds.slower_than_baseline:
+        return None  # not reached, but the run stopped before 4x the baseline's steps: too early to say
+    fell = (mine.start - mine.best) / mine.start if mine.start > 0 else 0.0
+    noise, moving = stats.local_noise(loss.values[len(loss) // 2:], thresholds.swing_window)
+    calm = bool(moving and np.isfinite(noise) and noise / moving < thresholds.max_swing)
+    if fell < thresholds.baseline_min_fall or not calm:
+        return None
+    when = (f"at step {c.fmt_step(mine.first_step + r.steps)}" if r.reached
+            else f"not in its {c.fmt_step(mine.length)} steps")
+    detail = (f"loss {c.fmt(r.level)}: the baseline {base.name} got there in {c.fmt_step(r.baseline_steps)} steps, this run "
+              + (f"in {c.fmt_step(r.steps)}" if r.reached else f"not in {c.fmt_step(mine.length)}"))
+    evidence = [Evidence(key, r.ratio, thresholds.slower_than_baseline, mine.first_step, mine.steps[-1], "slower_than_baseline", detail)]
+    if r.reached and np.isfinite(r.seconds) and np.isfinite(r.baseline_seconds) and r.baseline_seconds > 0:
+        evidence.append(Evidence(key, r.seconds / r.baseline_seconds, None, mine.first_step, mine.first_step + r.steps,
+                                 "wall_time_vs_baseline", f"{c.fmt(r.seconds)} s against the baseline's {c.fmt(r.baseline_seconds)} s"))
+    ratio = f"{c.fmt(r.ratio)}x" if r.reached else f"more than {c.fmt(r.ratio)}x"
+    message = (f"{key} needed {ratio} the steps of {than} to reach {c.fmt(r.level)}, half of the baseline's fall "
+               f"(reached {when}).")
+    return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
+
+
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
     loss, reason = c.judged_loss(history, thresholds.min_points)
     if loss is None:
@@ -116,6 +162,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     if tail > start * (1 + thresholds.rose):
         return c.ok(_SELF, f"{key} rose overall ({c.fmt(start)} at the start, {c.fmt(tail)} at the end): "
                            "not a slow fall (see loss-oscillation)")
+    # With its group's baseline at hand, the group says what "slow" means for this model on this data.
+    against = _against_baseline(history, loss, thresholds)
+    if against is not None:
+        return against
     # The first tenth is where a run settles (a blow-up, a fast first drop); the question is how
     # the loss behaves after that. Medians of 30 bins shrug off heavy-tailed batch noise.
     skip = int(len(loss) * thresholds.settle_share)

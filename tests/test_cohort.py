@@ -1,0 +1,200 @@
+"""Runs compared with their group: the profile's reach arithmetic, the baseline rule, and what the
+comparison decides (``slow-convergence`` against the baseline, ``baseline-regression``), through
+``cohort.analyze_groups`` and ``trackerhealth analyze --group-by``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from trackerhealth.baseline import MARKED, Cohort, RunProfile, curve, reaches
+from trackerhealth.cli import main
+from trackerhealth.cohort import GroupingError, analyze_groups, choose_baseline, group_key
+from trackerhealth.engine import analyze
+from trackerhealth.schema import CRITICAL, OK, SKIPPED, WARNING, HealthReport, RunHistory, RunRef, Series
+
+STEPS = np.arange(1, 1001, dtype=float)
+
+
+def _series(values: np.ndarray, seconds_per_step: float = 0.1) -> Series:
+    return Series(STEPS[: len(values)], np.asarray(values, dtype=float), STEPS[: len(values)] * seconds_per_step)
+
+
+def _decay(tau: float, floor: float = 0.05, start: float = 2.3, noise: float = 0.01, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    clean = floor + (start - floor) * np.exp(-STEPS / tau)
+    return clean * (1 + noise * rng.standard_normal(len(STEPS)))
+
+
+def _history(name: str, loss: np.ndarray, *, val: np.ndarray | None = None, state: str | None = None) -> RunHistory:
+    series = {"train/loss": Series(STEPS, np.asarray(loss, dtype=float), 1.7e9 + STEPS * 0.1)}
+    if val is not None:
+        every = STEPS[::50]
+        series["val/loss"] = Series(every, val[::50], 1.7e9 + every * 0.1)
+    return RunHistory.from_series(RunRef("files", "team", name, state=state, config={"model": "cnn", "data": "digits"}),
+                                  series)
+
+
+def _profile(name: str, status: str = OK, final: float = 0.1, val_final: float | None = None, **kw) -> RunProfile:
+    c = curve(_series(np.linspace(1.0, final, 200)))
+    return RunProfile(name, name, "loss", c, val_final=val_final, status=status, **kw)
+
+
+# -- the arithmetic -------------------------------------------------------------------------------
+def test_a_run_four_and_a_half_times_slower_reaches_the_baselines_level_four_and_a_half_times_later():
+    base, slow = curve(_series(_decay(40, noise=0))), curve(_series(_decay(180, noise=0)))
+    (r,) = reaches(slow, base, (0.5,))
+    assert r.reached and r.ratio == pytest.approx(4.5, rel=0.15)
+    assert r.seconds / r.baseline_seconds == pytest.approx(r.ratio, rel=0.05)
+
+
+def test_a_run_that_never_gets_there_has_a_lower_bound_its_length_over_the_baselines_steps():
+    base, stuck = curve(_series(_decay(40, noise=0))), curve(_series(np.full(1000, 2.0)))
+    (r,) = reaches(stuck, base, (0.5,))
+    assert not r.reached and r.steps is None
+    assert r.ratio == pytest.approx(stuck.length / r.baseline_steps)
+
+
+def test_a_curve_stops_at_the_first_non_finite_value():
+    values = _decay(40, noise=0)
+    values[500:] = np.nan
+    c = curve(_series(values))
+    assert c.steps[-1] == 500 and all(np.isfinite(c.level))
+
+
+# -- the baseline rule ------------------------------------------------------------------------------
+def test_a_marked_run_is_the_baseline_whatever_its_health():
+    base, rule, _ = choose_baseline([_profile("good"), _profile("marked", status=CRITICAL, final=0.9, marked=True)])
+    assert base.run_id == "marked" and rule == MARKED
+
+
+def test_the_healthiest_is_the_lowest_val_loss_among_the_ok_finished_runs():
+    members = [_profile("warn", status=WARNING, final=0.01, val_final=0.01),
+               _profile("ok-high", val_final=0.5), _profile("ok-low", val_final=0.2),
+               _profile("running", val_final=0.001, finished=False)]
+    base, rule, _ = choose_baseline(members)
+    assert base.run_id == "ok-low" and "val loss" in rule and "status ok" in rule
+
+
+def test_without_an_ok_run_the_least_flagged_one_is_the_baseline_and_never_an_error():
+    members = [_profile("crit", status=CRITICAL, final=0.01), _profile("warn", status=WARNING, final=0.3),
+               _profile("broken", status="error", final=0.001)]
+    assert choose_baseline(members)[0].run_id == "warn"
+    none, _, reason = choose_baseline([_profile("broken", status="error"), _profile("unknown", status="unknown")])
+    assert none is None and "nothing to compare with" in reason
+
+
+def test_a_run_without_the_group_keys_has_no_group():
+    assert group_key({"config.model": "cnn"}, ["config.model", "config.data"]) == (("config.model", "cnn"),
+                                                                                    ("config.data", "(none)"))
+    assert group_key({"folder": "x"}, ["config.model"]) is None
+
+
+# -- what the comparison decides --------------------------------------------------------------------
+def _team() -> list[RunHistory]:
+    """Three sane runs of one model and data, and one with a 5x smaller effective learning rate
+    whose loss, alone, bends like a healthy one (a smooth exponential, just slower)."""
+    return [_history("sane-a", _decay(40, seed=1)), _history("sane-b", _decay(45, seed=2)),
+            _history("sane-c", _decay(38, seed=3)), _history("lr-too-low", _decay(200, seed=4))]
+
+
+def _by_name(reports: list[HealthReport]) -> dict[str, HealthReport]:
+    return {r.run.name: r for r in reports}
+
+
+def test_the_slow_run_is_found_against_its_group_and_not_alone():
+    team = _team()
+    alone = analyze(team[-1]).finding("slow-convergence")
+    assert alone.level == OK  # one curve cannot say it: it bends early like a healthy loss
+    reports = _by_name(analyze_groups(team, None, lambda h: group_key(dict(h.ref.config), ["model", "data"])))
+    slow = reports["lr-too-low"].finding("slow-convergence")
+    assert slow.level == WARNING
+    evidence = {e.code: e for e in slow.evidence}
+    assert evidence["slower_than_baseline"].observed == pytest.approx(200 / 40, rel=0.2)
+    assert "wall_time_vs_baseline" in evidence
+    # The siblings are not slow against the baseline, and the baseline says it is one.
+    for name in ("sane-a", "sane-b", "sane-c"):
+        assert reports[name].finding("slow-convergence").level == OK, name
+    base = reports["lr-too-low"].group["baseline_name"]
+    assert reports[base].finding("baseline-regression").level == OK
+    assert "is the baseline" in reports[base].finding("baseline-regression").message
+    assert reports["lr-too-low"].group["size"] == 4
+
+
+def test_a_run_an_order_of_magnitude_worse_at_the_end_is_a_baseline_regression_when_nothing_else_explains_it():
+    # Falls as fast as its siblings, then sits on a plateau ten times higher (a broken data pipeline).
+    team = _team()[:3] + [_history("plateau", _decay(40, floor=0.6, seed=5))]
+    reports = _by_name(analyze_groups(team, None, lambda h: (("config.model", "cnn"),)))
+    finding = reports["plateau"].finding("baseline-regression")
+    assert finding.level == WARNING and finding.explained_by is None, finding.message
+    assert {f.id for f in reports["plateau"].problems} == {"baseline-regression"}
+    assert finding.evidence[0].code == "final_vs_baseline" and finding.evidence[0].observed >= 10
+
+
+def test_a_worse_run_with_a_cause_is_tagged_with_the_cause_not_the_regression():
+    # Ten times slower still: it ends 28x above the baseline, and slowness is why.
+    team = _team()[:3] + [_history("crawling", _decay(2000, seed=6))]
+    reports = _by_name(analyze_groups(team, None, lambda h: (("config.model", "cnn"),)))
+    regression = reports["crawling"].finding("baseline-regression")
+    assert regression.level == WARNING and regression.explained_by == "slow-convergence"
+    assert [f.id for f in reports["crawling"].problems] == ["slow-convergence"]
+
+
+def test_a_group_of_one_says_so_and_a_run_alone_says_why():
+    reports = _by_name(analyze_groups(_team()[:1] + [_history("other", _decay(40), state="finished")], None,
+                                      lambda h: (("name", h.ref.name),)))
+    skipped = reports["sane-a"].finding("baseline-regression")
+    assert skipped.level == SKIPPED and "a group of one" in skipped.message
+    alone = analyze(_team()[0]).finding("baseline-regression")
+    assert alone.level == SKIPPED and "--group-by" in alone.message
+
+
+def test_an_unknown_baseline_is_refused_with_the_fix():
+    with pytest.raises(GroupingError, match="no such run"):
+        analyze_groups(_team(), None, lambda h: (("config.model", "cnn"),), baseline_ids=["nope"])
+
+
+def test_a_report_with_its_group_round_trips_through_json():
+    reports = analyze_groups(_team(), None, lambda h: (("config.model", "cnn"),), baseline_ids=["sane-b"])
+    doc = reports[0].to_dict(full=True)
+    assert doc["group"]["baseline"] == "sane-b" and doc["group"]["rule"] == MARKED
+    assert HealthReport.from_dict(json.loads(json.dumps(doc))) == reports[0]
+
+
+def test_a_cohort_pickles_for_a_ray_worker():
+    import pickle
+
+    reports = analyze_groups(_team(), None, lambda h: (("config.model", "cnn"),))
+    cohort = Cohort((("config.model", "cnn"),), 4, _profile("x"), "rule", members=("a", "b"))
+    assert pickle.loads(pickle.dumps(cohort)) == cohort and reports
+
+
+# -- the command line --------------------------------------------------------------------------------
+def _write_team(folder) -> None:
+    for h in _team():
+        loss = h["train/loss"]
+        rows = ["step,loss"] + [f"{s:.0f},{v:.6f}" for s, v in zip(loss.steps, loss.values)]
+        (folder / f"{h.ref.id}.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_analyze_group_by_folder_finds_the_slow_run(tmp_path):
+    _write_team(tmp_path)
+    alone = CliRunner().invoke(main, ["analyze", str(tmp_path), "--format", "json", "--fail-on", "warning"])
+    grouped = CliRunner().invoke(main, ["analyze", str(tmp_path), "--group-by", "folder", "--format", "json",
+                                        "--fail-on", "warning"])
+    assert alone.exit_code == 0, alone.output  # alone, every curve looks healthy
+    assert grouped.exit_code == 1, grouped.output
+    runs = {r["run"]["name"]: r for r in json.loads(grouped.output)["runs"]}
+    assert [f["id"] for f in runs["lr-too-low"]["findings"]] == ["slow-convergence"]
+    assert runs["sane-a"]["findings"] == [] and runs["sane-a"]["group"]["size"] == 4
+
+
+def test_analyze_refuses_a_key_it_cannot_group_by_and_a_baseline_without_groups(tmp_path):
+    _write_team(tmp_path)
+    bad = CliRunner().invoke(main, ["analyze", str(tmp_path), "--group-by", "job_type"])
+    assert bad.exit_code == 2 and "folder, config.NAME, params.NAME" in bad.output
+    lonely = CliRunner().invoke(main, ["analyze", str(tmp_path), "--baseline", "sane-a"])
+    assert lonely.exit_code == 2 and "--group-by" in lonely.output

@@ -1,0 +1,186 @@
+"""Runs compared within their group: the group key, the baseline, and the group-aware analysis.
+
+A run is analysed alone first (:func:`trackerhealth.engine.analyze`); its :func:`profile` and that
+report's status are all the group needs. Runs whose group key is the same form a group; each group
+of two or more gets a baseline (:func:`choose_baseline`), and each of its runs is analysed again
+with a :class:`~trackerhealth.baseline.Cohort` that carries the baseline's profile, so
+``slow-convergence`` can measure the run against it and ``baseline-regression`` can say it ended
+worse. A group of one has no comparison, and its report says so.
+
+Pure: histories and reports in, reports out (no tracker import). The scan loop uses the same
+pieces with its own fetching (:mod:`trackerhealth.scan`); ``analyze --group-by`` and the evidence
+scripts call :func:`analyze_groups`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .baseline import FINAL_SHARE, HEALTHIEST, MARKED, Cohort, RunProfile, curve
+from .config import Config
+from .engine import analyze
+from .roles import RoleView, resolve
+from .schema import CRITICAL, OK, WARNING, HealthReport, RunHistory, RunRef, Series
+
+GroupKey = tuple[tuple[str, str], ...]
+# A run's state that can be a baseline: finished, or not said (a local file). Running, crashed and
+# failed runs never are: their curve stops where the trouble started.
+FINISHED_STATES = (None, "", "finished", "FINISHED")
+
+
+NO_KEY = "no group: the run has none of the group-by keys"
+
+
+# The statuses a baseline may have, healthiest first.
+_STATUS_ORDER = (OK, WARNING, CRITICAL)
+
+
+class GroupingError(ValueError):
+    """A --group-by key or --baseline id that cannot work (the message names the fix)."""
+
+
+def group_key(values: Mapping[str, str], keys: Sequence[str]) -> GroupKey | None:
+    """The tuple of the run's values for ``keys``; None when it has none of them (a group of its own)."""
+    if not any(k in values for k in keys):
+        return None
+    return tuple((k, str(values.get(k, "(none)"))) for k in keys)
+
+
+def default_group_key(values: Mapping[str, str], keys: Sequence[str]) -> GroupKey | None:
+    """The first of ``keys`` (a tracker's default order, e.g. group → sweep → job_type) the run has."""
+    for k in keys:
+        if values.get(k):
+            return ((k, str(values[k])),)
+    return None
+
+
+FILE_KEYS = ("folder", "config.NAME", "params.NAME")
+
+
+def file_values(ref: RunRef) -> dict[str, str]:
+    """What ``analyze --group-by`` can name for a local run: ``folder`` (the folder its file is in)
+    and ``config.NAME`` / ``params.NAME`` for every value of its logged config (Lightning's
+    hparams.yaml, an MLflow run folder's params, a W&B run folder's config, HF's trainer args)."""
+    values: dict[str, str] = {}
+    if ref.source:
+        values["folder"] = str(Path(ref.source).parent)
+    for name, value in ref.config.items():
+        if isinstance(value, Mapping) and "value" in value:  # W&B's {"value": …} wrapper
+            value = value["value"]
+        values[f"config.{name}"] = values[f"params.{name}"] = str(value)
+    return values
+
+
+def check_file_keys(keys: Sequence[str]) -> None:
+    """Raise :class:`GroupingError` for a key ``analyze`` cannot group local runs by."""
+    for key in keys:
+        if key != "folder" and not (key.startswith(("config.", "params.")) and key.split(".", 1)[1]):
+            raise GroupingError(f"--group-by {key}: local runs group by {', '.join(FILE_KEYS)} "
+                                "(e.g. --group-by folder, or --group-by config.model)")
+
+
+def profile(view: RoleView, report: HealthReport, *, finished: bool = True, marked: bool = False) -> RunProfile:
+    """A run reduced to what its siblings are compared against (see :class:`RunProfile`)."""
+    val = view.series("val_loss")
+    val = val.finite() if val is not None else None
+    has_val = val is not None and len(val) > 0
+    return RunProfile(
+        run_id=view.ref.id, name=view.ref.name, loss_key=view.key("train_loss"), loss=curve(view.series("train_loss")),
+        val_key=view.key("val_loss") if has_val else None,
+        val_best=float(np.min(val.values)) if has_val else None,
+        val_final=_final(val.values) if has_val else None,
+        step_seconds=_median(view.series("step_time")), throughput=_median(view.series("throughput")),
+        grad_norm=_median(view.series("grad_norm")), status=report.status, finished=finished, marked=marked)
+
+
+def choose_baseline(members: Sequence[RunProfile]) -> tuple[RunProfile | None, str, str]:
+    """``(baseline, rule, reason)`` for one group.
+
+    The rule, in order: a run the user marked (the first listed, when several are); else the
+    healthiest finished run whose loss curve was read: the least severe status of its own analysis
+    (``ok``, then ``warning``, then ``critical``; a run whose analysis failed or whose loss was not
+    recognised never is one), then the lowest final val loss when every run of that status logged
+    one, else the lowest final training loss (the median of the last tenth of the run); ties go to
+    the run listed first. No such run: no baseline, and the reason says so."""
+    marked = [p for p in members if p.marked]
+    if marked:
+        return marked[0], MARKED, ""
+    candidates = [p for p in members if p.finished and p.status in _STATUS_ORDER and p.loss is not None]
+    if not candidates:
+        return None, "", f"no finished run of the {len(members)} in the group was analysed with a training loss: nothing to compare with"
+    status = min((p.status for p in candidates), key=_STATUS_ORDER.index)
+    healthiest = [p for p in candidates if p.status == status]
+    among = f"{len(healthiest)} finished runs with status {status}"
+    if all(p.val_final is not None for p in healthiest):
+        return min(healthiest, key=lambda p: p.val_final), f"{HEALTHIEST}: lowest final val loss of {among}", ""
+    return min(healthiest, key=lambda p: p.loss.final), f"{HEALTHIEST}: lowest final training loss of {among}", ""
+
+
+def cohorts(profiles: Sequence[RunProfile], keys: Mapping[str, GroupKey | None]) -> dict[str, Cohort]:
+    """Each run's :class:`Cohort`, from every run's profile and group key (by run id)."""
+    groups: dict[GroupKey, list[RunProfile]] = {}
+    out: dict[str, Cohort] = {}
+    for p in profiles:
+        key = keys.get(p.run_id)
+        if key is None:
+            out[p.run_id] = Cohort((), 1, reason=NO_KEY)
+        else:
+            groups.setdefault(key, []).append(p)
+    for key, members in groups.items():
+        ids = tuple(p.run_id for p in members)
+        if len(members) == 1:
+            cohort = Cohort(key, 1, reason="a group of one: no other run to compare with", members=ids)
+        else:
+            base, rule, reason = choose_baseline(members)
+            cohort = Cohort(key, len(members), base, rule, reason, ids)
+        for p in members:
+            out[p.run_id] = cohort
+    return out
+
+
+def analyze_groups(histories: Sequence[RunHistory], config: Config | None,
+                   key_of: Callable[[RunHistory], GroupKey | None], baseline_ids: Sequence[str] = ()) -> list[HealthReport]:
+    """Every history analysed with its group: alone first, then again with its cohort when it is in a
+    group of two or more. ``baseline_ids`` marks baselines (a run id or name)."""
+    config = config or Config()
+    marks = set(baseline_ids)
+    keys = {h.ref.id: key_of(h) for h in histories}
+    sizes: dict[GroupKey, int] = {}
+    for key in keys.values():
+        if key is not None:
+            sizes[key] = sizes.get(key, 0) + 1
+    grouped = [h for h in histories if keys[h.ref.id] is not None and sizes[keys[h.ref.id]] > 1]
+    known = {h.ref.id for h in histories} | {h.ref.name for h in histories}
+    unknown = marks - known
+    if unknown:
+        raise GroupingError(f"--baseline {', '.join(sorted(unknown))}: no such run among the {len(histories)} read; "
+                            "pass a run id or name that the listing shows")
+    # Alone first (only the runs with siblings: a group of one is analysed once, below).
+    profiles = []
+    for h in grouped:
+        view = resolve(h, config.roles, config.units)
+        profiles.append(profile(view, analyze(h, config), finished=h.ref.state in FINISHED_STATES,
+                                marked=h.ref.id in marks or h.ref.name in marks))
+    found = cohorts(profiles, keys)
+    out = []
+    for h in histories:
+        key = keys[h.ref.id]
+        cohort = found.get(h.ref.id) or (Cohort(key, 1, reason="a group of one: no other run to compare with")
+                                         if key is not None else Cohort((), 1, reason=NO_KEY))
+        out.append(analyze(h, config, cohort=cohort))
+    return out
+
+
+def _median(s: Series | None) -> float | None:
+    if s is None:
+        return None
+    v = s.values[np.isfinite(s.values)]
+    return float(np.median(v)) if len(v) else None
+
+
+def _final(values: np.ndarray) -> float:
+    n = max(1, round(len(values) * FINAL_SHARE))
+    return float(np.median(values[-n:]))
