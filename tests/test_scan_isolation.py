@@ -150,10 +150,10 @@ def test_a_failed_analysis_fails_only_that_run(monkeypatch):
 
     real = scan_module.analyze
 
-    def analyze(history, config=None):
+    def analyze(history, config=None, cohort=None):
         if history.ref.id == VICTIM:
             raise RecursionError("maximum recursion depth exceeded")
-        return real(history, config)
+        return real(history, config, cohort)
 
     monkeypatch.setattr(scan_module, "analyze", analyze)
     writer = TrackerDouble()

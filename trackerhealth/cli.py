@@ -93,7 +93,13 @@ def main(ctx: click.Context) -> None:
 @click.option("--ray", "ray_address", metavar="ADDRESS", default=None,
               help="Group a Parquet lake by run with Ray Data on this cluster: local (start Ray here), auto, "
                    "HOST:PORT or ray://HOST:10001. Needs the ray extra.")
-def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_address) -> None:
+@click.option("--group-by", "group_by", multiple=True, metavar="KEY",
+              help="Compare runs within groups of equal values of KEY (repeatable: the group is the tuple): folder, "
+                   "config.NAME or params.NAME (the run's logged config). Default: every run alone.")
+@click.option("--baseline", "baselines", multiple=True, metavar="RUN",
+              help="With --group-by: the run (id or name, as the report shows it) its group is compared with; "
+                   "else the group's healthiest finished run.")
+def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_address, group_by, baselines) -> None:
     """Analyze local training logs: CSV, Parquet, JSONL (long or wide), HF trainer_state.json,
     Lightning metrics.csv, detectron2 metrics.json, TensorBoard event files, MLflow run folders,
     W&B run folders (offline or synced).
@@ -107,6 +113,7 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
       trackerhealth analyze costs.csv --loss-key cost
       trackerhealth analyze wandb/ --format json > health.json
       trackerhealth analyze exports/ --ray auto  # a Parquet lake: long rows with a run column
+      trackerhealth analyze lightning_logs/ --group-by config.model   # each run against its group's best
 
     A folder, glob or files of Parquet that all have a run column (exported W&B histories, a dump
     of MLflow's metrics table, Databricks' run_metrics_history) are one lake: one report per run,
@@ -115,7 +122,11 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
     from .fleet.lake import is_lake
 
     config = load_config(config_path, loss_key)
+    if baselines and not group_by:
+        die("--baseline names the run a group is compared with: add --group-by KEY (folder, config.NAME)")
     if is_lake(paths):
+        if group_by:
+            die("--group-by compares runs read from files; a Parquet lake's runs are not grouped yet: leave it out")
         reports, errors = _lake_reports(paths, config, ray_address), []
     elif ray_address is not None:
         die("--ray analyzes a Parquet lake: every path must be Parquet with a run column (run_id, run_uuid, "
@@ -125,12 +136,26 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
         from .engine import analyze as analyze_history
 
         histories, errors = read_paths(paths, step_column=step_column)
-        reports = [analyze_history(history, config) for history in histories]
+        if group_by:
+            reports = _grouped_reports(histories, config, group_by, baselines)
+        else:
+            reports = [analyze_history(history, config) for history in histories]
     text = render(fmt, reports, errors, **({"full": full} if fmt == "json" else {}))
     if text is not None:
         click.echo(text)
     echo_errors(errors)
     raise SystemExit(exit_codes.for_reports(reports, fail_on, input_errors=bool(errors)))
+
+
+def _grouped_reports(histories, config, group_by, baselines):
+    """Each run analysed with its group (``--group-by``): see :mod:`trackerhealth.cohort`."""
+    from .cohort import GroupingError, analyze_groups, check_file_keys, file_values, group_key
+
+    try:
+        check_file_keys(group_by)
+        return analyze_groups(histories, config, lambda h: group_key(file_values(h.ref), group_by), baselines)
+    except GroupingError as exc:
+        die(str(exc))
 
 
 def _lake_reports(paths, config, ray_address):

@@ -18,6 +18,9 @@ wait out its retries) and are reported as not scanned.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -26,9 +29,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .adapters.base import Adapter, RunSkipped, TrackedRun, TrackerUnreachable
+from . import cohort as cohorts_
+from .adapters.base import Adapter, RunSkipped, SelectionError, TrackedRun, TrackerUnreachable
+from .baseline import Cohort, RunProfile
 from .config import Config
 from .engine import analyze
+from .roles import resolve
 from .redaction import redact_secrets
 from .reuse import ReuseStore
 from .schema import CRITICAL, ERROR, OK, WARNING, HealthReport, RunRef
@@ -173,6 +179,7 @@ class RunResult:
     errors: list[tuple[str, str]] = field(default_factory=list)  # (kind, message)
     fetch_span: tuple[float, float] | None = None  # wall clock (time.time()) around the fetch
     reused: bool = False  # the last scan's report: nothing was fetched, analysed or written
+    profile: RunProfile | None = None  # what its group compares it with (the first pass over a group)
 
     @property
     def unreachable(self) -> bool:
@@ -185,9 +192,11 @@ def not_scanned(index: int, ref: RunRef) -> RunResult:
 
 
 def process_run(adapter: Adapter, writer: Writer | None, config: Config, index: int, run: TrackedRun,
-                dry_run: bool) -> RunResult:
+                dry_run: bool, cohort: Cohort | None = None, profile_only: bool = False) -> RunResult:
     """Fetch → analyse → write one run; every failure is this run's, named by its stage. The same
-    function runs in the thread engine and in a Ray worker."""
+    function runs in the thread engine and in a Ray worker. ``cohort``: the run's group and its
+    baseline. ``profile_only``: the first pass over a group — analyse alone, keep the run's
+    :class:`RunProfile`, write nothing."""
     out = RunResult(index, run.ref)
     stage = FETCH
     try:
@@ -202,7 +211,13 @@ def process_run(adapter: Adapter, writer: Writer | None, config: Config, index: 
             out.skipped = "no metrics logged"
             return out
         stage = ANALYZE
-        out.report = analyze(history, config)
+        if profile_only:
+            out.report = analyze(history, config)
+            out.profile = cohorts_.profile(resolve(history, config.roles, config.units), out.report,
+                                           finished=run.ref.state in cohorts_.FINISHED_STATES,
+                                           marked=adapter.marked_baseline(run))
+            return out
+        out.report = analyze(history, config, cohort=cohort)
         if writer is None:
             return out
         stage = WRITE
@@ -238,9 +253,11 @@ class Engine(ABC):
 
     @abstractmethod
     def process(self, adapter: Adapter, writer: Writer | None, config: Config, work: Sequence[tuple[int, TrackedRun]],
-                dry_run: bool) -> Iterator[RunResult]:
-        """Each run of ``work`` processed once, as it completes (any order). Once a result says
-        the tracker is unreachable, runs not yet started are yielded as :func:`not_scanned`."""
+                dry_run: bool, cohorts: Mapping[str, Cohort] | None = None, profile_only: bool = False) -> Iterator[RunResult]:
+        """Each run of ``work`` processed once (:func:`process_run`, with the run's cohort from
+        ``cohorts`` by run id), as it completes (any order). Once a result says the tracker is
+        unreachable, runs not yet started are yielded as :func:`not_scanned`. ``profile_only``: the
+        first pass over grouped runs (analysed alone, profiled, not written)."""
 
     def close(self) -> None:
         """Release what the engine started (a local Ray instance)."""
@@ -252,13 +269,14 @@ class ThreadEngine(Engine):
     def __init__(self, in_flight: int):
         self.in_flight = max(1, in_flight)
 
-    def process(self, adapter, writer, config, work, dry_run):
+    def process(self, adapter, writer, config, work, dry_run, cohorts=None, profile_only=False):
         stop = threading.Event()
+        cohorts = cohorts or {}
 
         def one(index: int, run: TrackedRun) -> RunResult:
             if stop.is_set():
                 return not_scanned(index, run.ref)
-            res = process_run(adapter, writer, config, index, run, dry_run)
+            res = process_run(adapter, writer, config, index, run, dry_run, cohorts.get(run.ref.id), profile_only)
             if res.unreachable:
                 stop.set()
             return res
@@ -299,6 +317,13 @@ class _Tally:
             c["alerts_sent"] += len(res.outcome.alerts_sent)
             c["written"] += res.outcome.written
 
+    def add_fetch(self, res: RunResult) -> None:
+        """A first pass over a grouped run: its download counts, its report comes later."""
+        self.counts["fetched_points"] += res.fetched_points
+        self.counts["cached_points"] += res.cached_points
+        if res.fetch_span is not None:
+            self.spans.append(res.fetch_span)
+
     def snapshot(self, **extra: Any) -> ScanSummary:
         return ScanSummary(**{**self.counts, "fetch_seconds": busy_seconds(self.spans), **extra})
 
@@ -314,13 +339,20 @@ def run_workers_for(workers: int) -> int:
 
 def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None = None, *, workers: int = 4,
          dry_run: bool = False, progress: Callable[[int, int, ScanSummary], None] | None = None,
-         engine: Engine | None = None, reuse: ReuseStore | None = None) -> ScanResult:
+         engine: Engine | None = None, reuse: ReuseStore | None = None, group_by: Sequence[str] | None = None,
+         baselines: Sequence[str] = ()) -> ScanResult:
     """Scan every run the adapter lists, write each one's health (when there is a writer), then
     let the writer finish (project-wide views) and the adapter remember a complete scan.
 
     ``engine``: where runs are processed (default: a thread pool here). ``reuse``: the last scan's
     reports; a run whose listing signature and scan key are unchanged keeps its report and is not
     fetched, analysed or written (counted as ``reused``).
+
+    ``group_by``: the keys whose values group runs (:meth:`Adapter.group_values`; None: the
+    adapter's :attr:`~Adapter.default_group_by`, the first a run has). A group of two or more is
+    analysed twice: each run alone first (its profile and status choose the baseline,
+    :func:`trackerhealth.cohort.choose_baseline`), then with its :class:`Cohort`, and only then
+    written. ``baselines``: run ids or names the user marks as their group's baseline.
 
     Listing errors (unreachable, bad selection) propagate: there is nothing to scan. Everything
     after the listing fails per run. The caller owns the adapter and the engine, and closes them.
@@ -330,15 +362,27 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
     runs: Sequence[TrackedRun] = list(adapter.list_runs())
     tally = _Tally(listed=len(runs), dry_run=dry_run, read_only=writer is None)
     writing = writer is not None and not dry_run
+    keys, marked = _groups(adapter, runs, group_by, baselines)
+    sizes: dict[cohorts_.GroupKey, int] = {}
+    for key in keys.values():
+        if key is not None:
+            sizes[key] = sizes.get(key, 0) + 1
+    grouped = {run_id for run_id, key in keys.items() if key is not None and sizes[key] > 1}
+    signatures = _signatures(adapter, runs, keys, grouped, marked) if reuse is not None else {}
     done: list[RunResult] = []
+    kept: dict[str, HealthReport] = {}
+    for run in runs:
+        report = reuse.lookup(run.ref, signatures[run.ref.id], writing=writing) if reuse is not None else None
+        if report is not None:
+            kept[run.ref.id] = report
+    # A group is analysed whole or not at all: its runs' comparisons depend on every member.
+    stale_groups = {keys[run.ref.id] for run in runs if run.ref.id in grouped and run.ref.id not in kept}
+    for run_id in [r for r in kept if r in grouped and keys[r] in stale_groups]:
+        del kept[run_id]
     work: list[tuple[int, TrackedRun]] = []
-    signatures: dict[str, str | None] = {}
     for index, run in enumerate(runs):
-        signature = adapter.signature(run) if reuse is not None else None
-        signatures[run.ref.id] = signature
-        kept = reuse.lookup(run.ref, signature, writing=writing) if reuse is not None else None
-        if kept is not None:
-            done.append(RunResult(index, run.ref, report=kept, reused=True))
+        if run.ref.id in kept:
+            done.append(RunResult(index, run.ref, report=kept[run.ref.id], reused=True))
             tally.add(done[-1])
         else:
             work.append((index, run))
@@ -346,7 +390,16 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
         progress(len(done), len(runs), tally.snapshot())
     if work:
         engine = engine or ThreadEngine(adapter.parallel_runs or run_workers_for(workers))
-        for res in engine.process(adapter, writer, config, work, dry_run):
+        found = _first_pass(engine, adapter, config, [(i, r) for i, r in work if r.ref.id in grouped], dry_run,
+                            marked, tally, done)
+        failed = {res.ref.id for res in done}
+        cohorts = cohorts_.cohorts(list(found.values()), keys)
+        for index, run in work:
+            key = keys[run.ref.id]
+            if run.ref.id not in grouped and key is not None:
+                cohorts[run.ref.id] = Cohort(key, 1, reason="a group of one: no other run to compare with")
+        for res in engine.process(adapter, writer, config, [(i, r) for i, r in work if r.ref.id not in failed], dry_run,
+                                  cohorts=cohorts):
             done.append(res)
             tally.add(res)
             if progress is not None:
@@ -382,6 +435,67 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
         reports=reports, errors=errors, skipped=skipped,
         outcomes=tuple(r.outcome for r in done if r.outcome is not None), notes=tuple(notes),
         summary=tally.snapshot(elapsed_seconds=time.perf_counter() - started))
+
+
+def _groups(adapter: Adapter, runs: Sequence[TrackedRun], group_by: Sequence[str] | None,
+            baselines: Sequence[str]) -> tuple[dict[str, cohorts_.GroupKey | None], set[str]]:
+    """Each run's group key (None: compared alone) and the ids of the runs marked as baselines."""
+    values = {run.ref.id: adapter.group_values(run) for run in runs}
+    if group_by:
+        keys = {run_id: cohorts_.group_key(v, group_by) for run_id, v in values.items()}
+    else:
+        keys = {run_id: cohorts_.default_group_key(v, adapter.default_group_by) for run_id, v in values.items()}
+    wanted = set(baselines)
+    named = {run.ref.id for run in runs if run.ref.id in wanted or run.ref.name in wanted}
+    unknown = wanted - {run.ref.id for run in runs} - {run.ref.name for run in runs}
+    if unknown:
+        raise SelectionError(f"--baseline {', '.join(sorted(unknown))}: no such run among the {len(runs)} listed; "
+                             "pass the id or name of a run the selection lists")
+    return keys, named | {run.ref.id for run in runs if adapter.marked_baseline(run)}
+
+
+def _signatures(adapter: Adapter, runs: Sequence[TrackedRun], keys: Mapping[str, Any], grouped: set[str],
+                marked: set[str]) -> dict[str, str | None]:
+    """Each run's reuse signature; a grouped run's also covers every member of its group and the
+    baseline marks, so that any change in the group analyses the whole group again."""
+    own = {run.ref.id: adapter.signature(run) for run in runs}
+    members: dict[Any, list[str]] = {}
+    for run in runs:
+        if run.ref.id in grouped:
+            members.setdefault(keys[run.ref.id], []).append(run.ref.id)
+    out: dict[str, str | None] = {}
+    for run in runs:
+        run_id = run.ref.id
+        if run_id not in grouped:
+            out[run_id] = own[run_id]
+            continue
+        group = members[keys[run_id]]
+        if any(own[m] is None for m in group):
+            out[run_id] = None
+            continue
+        doc = json.dumps([own[run_id], sorted((own[m], m in marked) for m in group)])
+        out[run_id] = hashlib.sha256(doc.encode()).hexdigest()
+    return out
+
+
+def _first_pass(engine: Engine, adapter: Adapter, config: Config, work: list[tuple[int, TrackedRun]], dry_run: bool,
+                marked: set[str], tally: _Tally, done: list[RunResult]) -> dict[str, RunProfile]:
+    """Analyse the grouped runs alone and keep their profiles; a run that failed or was skipped here
+    is final (appended to ``done``) and has no place in its group's comparison."""
+    found: dict[str, RunProfile] = {}
+    if not work:
+        return found
+    for res in engine.process(adapter, None, config, work, dry_run, profile_only=True):
+        if res.profile is None:
+            done.append(res)
+            tally.add(res)
+            continue
+        tally.add_fetch(res)
+        profile = res.profile
+        if res.ref.id in marked and not profile.marked:
+            profile = dataclasses.replace(profile, marked=True)
+        found[res.ref.id] = profile
+    return found
 
 
 def combine(results: Sequence[ScanResult]) -> ScanResult:

@@ -125,9 +125,16 @@ def _ui_url(ctx, param, value):
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: only when stderr is a terminal).")
 @click.option("--full", is_flag=True, help="In JSON, include ok, skipped and error findings too.")
+@click.option("--group-by", "group_by", multiple=True, metavar="KEY",
+              help="Compare runs within groups of equal values of KEY (repeatable: the group is the tuple). MLflow: "
+                   "params.NAME, tags.NAME or parent. Default: MLflow's parent run.")
+@click.option("--baseline", "baselines", multiple=True, metavar="RUN_ID",
+              help="The run (id or name) its group is compared with (repeatable: one per group); else a run tagged "
+                   "trackerhealth.baseline=true, else the group's healthiest finished run.")
 def scan(wandb_projects, entities, wandb_dirs, mlflow_uri, experiments, all_experiments, filter_string, run_ids, since,
          states, tags, all_runs, no_wandb_alerts, no_report, fmt, fail_on, loss_key, workers, ray_address, config_path,
-         cache_dir, no_cache, reanalyze, dry_run, alert_webhook, mlflow_ui_url, progress, full, timeout) -> None:
+         cache_dir, no_cache, reanalyze, dry_run, alert_webhook, mlflow_ui_url, progress, full, timeout, group_by,
+         baselines) -> None:
     """Scan W&B or MLflow runs, write their health back onto each run, alert on new critical findings.
 
     W&B (--project ENTITY/PROJECT): each run gets tags health:ok or health:<diagnosis>, summary
@@ -193,9 +200,16 @@ def scan(wandb_projects, entities, wandb_dirs, mlflow_uri, experiments, all_expe
     if all_experiments and (experiments or run_ids):
         _die("--all-experiments already selects every experiment: drop --experiment/--run, or drop it",
              exit_codes.USAGE)
+    if (group_by or baselines) and (wandb_api or wandb_dirs):
+        _die("--group-by and --baseline compare MLflow runs so far; W&B groups are not read yet", exit_codes.USAGE)
+    bad = [k for k in group_by if not (k == "parent" or k.startswith(("params.", "tags.")) and len(k.split(".", 1)[1]))]
+    if bad:
+        _die(f"--group-by {bad[0]}: MLflow runs group by params.NAME, tags.NAME or parent "
+             "(e.g. --group-by params.model --group-by params.dataset)", exit_codes.USAGE)
     cache = None if no_cache else (cache_dir if cache_dir is not None else _default())
     job = _Job(fmt=fmt, fail_on=fail_on, workers=workers, dry_run=dry_run, full=full, bar=bar, config=config,
-               cache=cache, reuse=not (no_cache or reanalyze), ray_address=ray_address, alert_webhook=alert_webhook, timeout=timeout)
+               cache=cache, reuse=not (no_cache or reanalyze), ray_address=ray_address, alert_webhook=alert_webhook, timeout=timeout,
+               group_by=tuple(group_by) or None, baselines=tuple(baselines))
     if wandb_dirs:
         if filter_string or run_ids or since or states or tags:
             _die("--wandb-dir scans every run folder under the paths; selection options need --project", exit_codes.USAGE)
@@ -227,6 +241,8 @@ class _Job:
     ray_address: str | None
     alert_webhook: str | None
     timeout: float | None
+    group_by: tuple[str, ...] | None = None  # None: the tracker's default grouping
+    baselines: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -265,7 +281,8 @@ def _scan_with(job: _Job, targets: list[_Target], writer_options: dict, list_err
     from .scan import scan as run_scan
     from .trackers import writer_for
 
-    key = scan_key(job.config, sorted((k, v) for k, v in writer_options.items() if k != "alert"), bool(job.alert_webhook))
+    key = scan_key(job.config, sorted((k, v) for k, v in writer_options.items() if k != "alert"), bool(job.alert_webhook),
+                   job.group_by, job.baselines)
     results, notes, per_project = [], [], []
     try:
         for target in targets:
@@ -275,7 +292,8 @@ def _scan_with(job: _Job, targets: list[_Target], writer_options: dict, list_err
                 writer = writer_for(adapter, config=job.config, **writer_options)
                 reuse = ReuseStore(job.cache, adapter.scope, key) if job.reuse else None
                 result = run_scan(adapter, writer, job.config, workers=job.workers, dry_run=job.dry_run,
-                                  progress=job.bar, engine=engine, reuse=reuse)
+                                  progress=job.bar, engine=engine, reuse=reuse, group_by=job.group_by,
+                                  baselines=job.baselines)
                 notes.extend(_project_notes(adapter, result))
             except (SelectionError, TrackerUnreachable, *list_errors) as exc:
                 if len(targets) == 1:

@@ -11,7 +11,7 @@ This module imports only the schema: an adapter never imports a writer.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -112,6 +112,20 @@ class Adapter(ABC):
     def fetch_history(self, run: TrackedRun) -> Fetched:
         """One listed run's full history (from the cache where it is current). Called from the
         scan's worker threads, so it must be safe to call for several runs at once."""
+
+    # -- groups of runs compared with each other (trackerhealth.cohort) ------------------------
+    #: The keys that group runs when the user passes no ``--group-by``, tried in order: a run is
+    #: grouped by the first one it has (W&B: group, sweep, job_type; MLflow: the parent run).
+    default_group_by: ClassVar[tuple[str, ...]] = ()
+
+    def group_values(self, run: TrackedRun) -> Mapping[str, str]:
+        """The values ``--group-by`` keys name for ``run``, read from its listing (``params.lr``,
+        ``tags.team``, ``parent``…). Default: none, so every run is compared alone."""
+        return {}
+
+    def marked_baseline(self, run: TrackedRun) -> bool:
+        """Whether the user marked ``run`` on the tracker as its group's baseline."""
+        return False
 
     # -- incremental re-scans and other processes (fleet scans) --------------------------------
     @property

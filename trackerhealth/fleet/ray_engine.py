@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..adapters.base import Adapter, AdapterSpec
+from ..baseline import Cohort
 from ..config import Config
 from ..scan import FETCH, Engine, RunResult, not_scanned, process_run
 from ..trackers import get, open_adapter, tracker_of, writer_for
@@ -77,10 +78,12 @@ def _opened(spec: AdapterSpec, options: WorkerWriterOptions, config: Config, box
 
 
 def scan_one(spec: AdapterSpec, options: WorkerWriterOptions, config: Config, index: int, run: Any,
-             dry_run: bool, box: list) -> RunResult:
-    """The Ray task: one run, in a worker. ``box`` holds the credentials' reference (see module doc)."""
+             dry_run: bool, box: list, cohort: Cohort | None = None, profile_only: bool = False) -> RunResult:
+    """The Ray task: one run, in a worker. ``box`` holds the credentials' reference (see module doc);
+    ``cohort`` and ``profile_only`` are :func:`~trackerhealth.scan.process_run`'s."""
     adapter, writer = _opened(spec, options, config, box)
-    return process_run(adapter, writer, config, index, adapter.adopt(run), dry_run)
+    return process_run(adapter, None if profile_only else writer, config, index, adapter.adopt(run), dry_run,
+                       cohort, profile_only)
 
 
 class RayEngine(Engine):
@@ -107,7 +110,7 @@ class RayEngine(Engine):
             max_retries=MAX_RETRIES, retry_exceptions=False, num_cpus=self.num_cpus, name="trackerhealth_run",
             runtime_env={"env_vars": creds.runtime_settings(get(tracker_name))})
 
-    def process(self, adapter, writer, config, work, dry_run) -> Iterator[RunResult]:
+    def process(self, adapter, writer, config, work, dry_run, cohorts=None, profile_only=False) -> Iterator[RunResult]:
         spec = adapter.spec()  # NotPortable (a usage error) before anything is submitted
         # One request at a time per task: the cluster-wide bound is then the tasks in flight.
         spec = dataclasses.replace(spec, options=tuple((k, 1 if k == "workers" else v) for k, v in spec.options))
@@ -122,7 +125,8 @@ class RayEngine(Engine):
         while queue or pending:
             while queue and not stopped and len(pending) < self.in_flight:
                 index, run = queue.pop()
-                ref = task.remote(spec_ref, self.options, config_ref, index, adapter.portable(run), dry_run, box)
+                ref = task.remote(spec_ref, self.options, config_ref, index, adapter.portable(run), dry_run, box,
+                                  (cohorts or {}).get(run.ref.id), profile_only)
                 pending[ref] = (index, run)
             if not pending:
                 break

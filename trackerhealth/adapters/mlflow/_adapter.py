@@ -31,6 +31,10 @@ from ._sqlite_runs import SqliteLister
 DEFAULT = object()
 
 
+# The tag a user sets on the run its group is compared against (``mlflow.set_tag(BASELINE_TAG, "true")``).
+BASELINE_TAG = "trackerhealth.baseline"
+
+
 class MlflowAdapter(Adapter):
     """One tracking store and one selection of runs.
 
@@ -158,6 +162,22 @@ class MlflowAdapter(Adapter):
     def run(self, run_id: str) -> MlflowRun:
         with self._lock:
             return self._runs[run_id]
+
+    # -- groups ---------------------------------------------------------------------------------
+    default_group_by = ("parent",)
+
+    def group_values(self, run: MlflowRun) -> dict[str, str]:
+        """``params.X`` and ``tags.X`` for every param and user tag, and ``parent`` (the parent
+        run's id, as MLflow's nested runs and its sweeps record it)."""
+        values = {f"params.{k}": v for k, v in run.ref.config.items()}
+        values.update({f"tags.{k}": v for k, v in run.tags.items() if not k.startswith(("mlflow.", "trackerhealth."))})
+        parent = run.tags.get("mlflow.parentRunId")
+        if parent:
+            values["parent"] = parent
+        return values
+
+    def marked_baseline(self, run: MlflowRun) -> bool:
+        return run.tags.get(BASELINE_TAG, "").strip().lower() in ("true", "1", "yes")
 
     # -- re-scans and Ray workers ------------------------------------------------------------
     @property

@@ -1,0 +1,132 @@
+"""Runs compared with their group on the session's real MLflow server: ``--group-by params.X``,
+MLflow's parent runs by default, the ``trackerhealth.baseline`` tag and ``--baseline``, what is
+written, and re-scans that reuse a group whole or analyse it whole.
+
+The runs are real torch trainings from evidence/torch (cached files): a GRU language model with a
+learning rate 100x too small, whose loss on its own bends like a healthy one, among sane siblings of
+the same model and data; and a transformer group beside it."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow_support import json_out, log_history, scan_cli
+
+from evidence import lofo
+from evidence.torch import manifest
+from trackerhealth.adapters.files import read_histories
+from trackerhealth.writers import mlflow_writer as mw
+
+SLOW = "rnn_lr_too_low"
+RNN = (SLOW, "rnn_twin_adam", "rnn_warmup_cosine", "rnn_sgdr_restarts")
+TRANSFORMER = ("transformer_init_too_small", "transformer_twin_adamw", "transformer_step_decay")
+LONER = "mlp_twin_adam"
+
+
+def _entry(name: str) -> dict:
+    return next(e for e in manifest.load() if e["name"] == name)
+
+
+def _log(client, exp_id: str, name: str, **kw) -> str:
+    entry = _entry(name)
+    (history,) = read_histories(lofo.TORCH / entry["file"])
+    params = {"model": entry["model"], "dataset": entry["dataset"], "lr": entry["config"].get("lr")}
+    if name == LONER:
+        params = {"lr": entry["config"].get("lr")}  # no model/dataset params: compared alone
+    return log_history(client, exp_id, history, name, params=params, **kw)
+
+
+@pytest.fixture()
+def team(client, experiment):
+    exp_id, exp_name = experiment
+    ids = {name: _log(client, exp_id, name) for name in (*RNN, *TRANSFORMER, LONER)}
+    return exp_id, exp_name, ids
+
+
+def _scan(uri, cache_dir, exp_name, *extra, code=0):
+    result = scan_cli(["--mlflow-uri", uri, "-e", exp_name, "--format", "json", "--full", "--cache-dir",
+                       str(cache_dir), "--fail-on", "never", *extra])
+    assert result.exit_code == code, result.output
+    return json_out(result) if code == 0 else result.output
+
+
+def _runs(doc) -> dict[str, dict]:
+    return {r["run"]["name"]: r for r in doc["runs"]}
+
+
+def _finding(run: dict, diag_id: str) -> dict:
+    return next(f for f in run["findings"] if f["id"] == diag_id)
+
+
+GROUP = ("--group-by", "params.model", "--group-by", "params.dataset")
+
+
+def test_grouped_by_model_and_data_the_slow_run_is_found_and_its_siblings_are_not(mlflow_server, team, cache_dir):
+    _, exp_name, _ = team
+    alone = _runs(_scan(mlflow_server.url, cache_dir / "a", exp_name, "--dry-run"))
+    assert _finding(alone[SLOW], "slow-convergence")["level"] == "ok"  # one curve cannot say it
+    assert "group" not in alone[SLOW]
+
+    runs = _runs(_scan(mlflow_server.url, cache_dir / "g", exp_name, "--dry-run", *GROUP))
+    slow = _finding(runs[SLOW], "slow-convergence")
+    assert slow["level"] == "warning", slow["message"]
+    evidence = {e["code"]: e for e in slow["evidence"]}
+    assert evidence["slower_than_baseline"]["observed"] >= 4
+    group = runs[SLOW]["group"]
+    assert group["size"] == len(RNN) and group["group"] == {"params.model": _entry(SLOW)["model"],
+                                                            "params.dataset": _entry(SLOW)["dataset"]}
+    assert group["baseline_name"] in RNN and group["baseline_name"] != SLOW and group["rule"].startswith("healthiest")
+    for name in (*RNN[1:], *TRANSFORMER[1:]):
+        assert runs[name]["status"] == "ok", (name, [f["id"] for f in runs[name]["findings"] if f["level"] != "ok"])
+    assert runs[TRANSFORMER[0]]["group"]["size"] == len(TRANSFORMER)
+    # The run without the keys is analysed as without groups.
+    assert "group" not in runs[LONER] and _finding(runs[LONER], "baseline-regression")["level"] == "skipped"
+
+
+def test_the_baseline_tag_and_the_option_choose_the_baseline(mlflow_server, client, team, cache_dir):
+    _, exp_name, ids = team
+    client.set_tag(ids["rnn_sgdr_restarts"], "trackerhealth.baseline", "true")
+    runs = _runs(_scan(mlflow_server.url, cache_dir, exp_name, "--dry-run", *GROUP))
+    assert runs[SLOW]["group"]["baseline"] == ids["rnn_sgdr_restarts"] and runs[SLOW]["group"]["rule"] == "marked"
+    runs = _runs(_scan(mlflow_server.url, cache_dir, exp_name, "--dry-run", *GROUP, "--baseline", "transformer_step_decay"))
+    assert runs[TRANSFORMER[0]]["group"]["baseline_name"] == "transformer_step_decay"
+    out = _scan(mlflow_server.url, cache_dir, exp_name, "--dry-run", *GROUP, "--baseline", "no-such-run", code=2)
+    assert "no-such-run" in out and "no such run" in out
+    out = _scan(mlflow_server.url, cache_dir, exp_name, "--dry-run", "--group-by", "config.model", code=2)
+    assert "params.NAME, tags.NAME or parent" in out
+
+
+def test_a_grouped_scan_writes_the_verdict_and_a_rescan_reuses_or_reanalyses_whole_groups(mlflow_server, client, team,
+                                                                                        cache_dir):
+    _, exp_name, ids = team
+    first = _scan(mlflow_server.url, cache_dir, exp_name, *GROUP)
+    assert first["summary"]["analyzed"] == len(ids)
+    tags = client.get_run(ids[SLOW]).data.tags
+    assert tags[mw.STATUS] == "warning" and "slow-convergence" in tags[mw.FINDINGS].split(",")
+    # The user's own tags and params are untouched; the baseline tag is the user's, never written.
+    assert "trackerhealth.baseline" not in tags and client.get_run(ids[SLOW]).data.params["model"] == _entry(SLOW)["model"]
+
+    second = _scan(mlflow_server.url, cache_dir, exp_name, *GROUP)
+    assert (second["summary"]["analyzed"], second["summary"]["reused"]) == (0, len(ids))
+
+    # One sibling logs a new point: its whole group is analysed again, the other group is kept.
+    grown = ids["rnn_twin_adam"]
+    metric = client.get_run(grown).data.metrics
+    key = next(iter(metric))
+    last = client.get_metric_history(grown, key)[-1]
+    client.log_metric(grown, key, last.value, step=last.step + 1, timestamp=last.timestamp + 1000)
+    third = _scan(mlflow_server.url, cache_dir, exp_name, *GROUP)
+    assert (third["summary"]["analyzed"], third["summary"]["reused"]) == (len(RNN), len(ids) - len(RNN))
+    assert _finding(_runs(third)[SLOW], "slow-convergence")["level"] == "warning"
+
+
+def test_child_runs_of_one_parent_are_a_group_by_default(mlflow_server, client, experiment, cache_dir):
+    exp_id, exp_name = experiment
+    parent = client.create_run(exp_id, run_name="sweep").info.run_id
+    client.set_terminated(parent)
+    for name in RNN:
+        _log(client, exp_id, name, tags={"mlflow.parentRunId": parent})
+    runs = _runs(_scan(mlflow_server.url, cache_dir, exp_name, "--dry-run"))
+    assert runs[SLOW]["group"]["group"] == {"parent": parent} and runs[SLOW]["group"]["size"] == len(RNN)
+    assert _finding(runs[SLOW], "slow-convergence")["level"] == "warning"
+    # The parent logged nothing: skipped, not a member.
+    assert "sweep" not in runs
