@@ -122,6 +122,7 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
     from .fleet.lake import is_lake
 
     config = load_config(config_path, loss_key)
+    sweeps = ()
     if baselines and not group_by:
         die("--baseline names the run a group is compared with: add --group-by KEY (folder, config.NAME)")
     if is_lake(paths):
@@ -137,10 +138,10 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
 
         histories, errors = read_paths(paths, step_column=step_column)
         if group_by:
-            reports = _grouped_reports(histories, config, group_by, baselines)
+            reports, sweeps = _grouped_reports(histories, config, group_by, baselines)
         else:
             reports = [analyze_history(history, config) for history in histories]
-    text = render(fmt, reports, errors, **({"full": full} if fmt == "json" else {}))
+    text = render(fmt, reports, errors, sweeps=sweeps, **({"full": full} if fmt == "json" else {}))
     if text is not None:
         click.echo(text)
     echo_errors(errors)
@@ -148,14 +149,19 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
 
 
 def _grouped_reports(histories, config, group_by, baselines):
-    """Each run analysed with its group (``--group-by``): see :mod:`trackerhealth.cohort`."""
+    """Each run analysed with its group (``--group-by``, :mod:`trackerhealth.cohort`), and the
+    sweep summary of every group of ten or more."""
     from .cohort import GroupingError, analyze_groups, check_file_keys, file_values, group_key
+    from .sweeps import summarize_groups
 
     try:
         check_file_keys(group_by)
-        return analyze_groups(histories, config, lambda h: group_key(file_values(h.ref), group_by), baselines)
+        values = {h.ref.id: file_values(h.ref) for h in histories}
+        keys = {run_id: group_key(v, group_by) for run_id, v in values.items()}
+        reports = analyze_groups(histories, config, lambda h: keys[h.ref.id], baselines)
     except GroupingError as exc:
         die(str(exc))
+    return reports, summarize_groups(reports, keys, values)
 
 
 def _lake_reports(paths, config, ray_address):

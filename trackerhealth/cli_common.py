@@ -78,16 +78,17 @@ def echo_errors(errors: Sequence[dict[str, Any]]) -> None:
         click.echo(f"error: {err.get('source', '?')}: {err.get('message', '')}", err=True)
 
 
-def render(fmt: str, reports, errors: Sequence[dict[str, Any]], **json_extra) -> str | None:
+def render(fmt: str, reports, errors: Sequence[dict[str, Any]], sweeps=(), **json_extra) -> str | None:
     """The report for stdout, or None when there is nothing to show. The table leaves the errors to
-    :func:`echo_errors` (stderr); Markdown and JSON are documents and keep them."""
+    :func:`echo_errors` (stderr); Markdown and JSON are documents and keep them. ``sweeps``: the
+    sweep summaries of the groups of ten or more runs (:mod:`trackerhealth.sweeps`)."""
     from .writers import formats
 
     if fmt == "json":
-        return formats.to_json(reports, errors, **json_extra)
+        return formats.to_json(reports, errors, sweeps=sweeps, **json_extra)
     if fmt == "markdown":
-        return formats.to_markdown(reports, errors)
-    return formats.to_table(reports, ()) if reports else None
+        return formats.to_markdown(reports, errors, sweeps=sweeps)
+    return formats.to_table(reports, (), sweeps=sweeps) if reports else None
 
 
 def writable_file(path: Path, option: str) -> None:

@@ -38,6 +38,7 @@ from .roles import resolve
 from .redaction import redact_secrets
 from .reuse import ReuseStore
 from .schema import CRITICAL, ERROR, OK, WARNING, HealthReport, RunRef
+from .sweeps import SweepSummary, summarize_groups
 from .writers.base import ALERT, RENDER, WRITE, WriteOutcome, Writer
 
 __all__ = ["ANALYZE", "ERROR_KINDS", "FETCH", "LIST", "UNREACHABLE", "combine", "Engine", "RunResult", "ScanError", "ScanResult",
@@ -158,6 +159,7 @@ class ScanResult:
     outcomes: tuple[WriteOutcome, ...] = ()  # what the writer returned, per written run
     notes: tuple[str, ...] = ()  # the writer's notes and what its finishing step did
     summary: ScanSummary = field(default_factory=ScanSummary)
+    sweeps: tuple[SweepSummary, ...] = ()  # per group of ten or more runs: configuration values and findings
 
     @property
     def unreachable(self) -> bool:
@@ -362,7 +364,7 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
     runs: Sequence[TrackedRun] = list(adapter.list_runs())
     tally = _Tally(listed=len(runs), dry_run=dry_run, read_only=writer is None)
     writing = writer is not None and not dry_run
-    keys, marked = _groups(adapter, runs, group_by, baselines)
+    keys, marked, values = _groups(adapter, runs, group_by, baselines)
     sizes: dict[cohorts_.GroupKey, int] = {}
     for key in keys.values():
         if key is not None:
@@ -419,6 +421,7 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
             else:
                 reuse.forget(res.ref)
     reports = tuple(r.report for r in done if r.report is not None)
+    sweeps = summarize_groups(reports, keys, values)
     errors = tuple(ScanError(_source(r.ref), r.ref.id, kind, redact_secrets(message))
                    for r in done for kind, message in r.errors)
     skipped = tuple(ScanSkip(_source(r.ref), r.ref.id, r.skipped) for r in done if r.skipped is not None)
@@ -434,12 +437,13 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
     return ScanResult(
         reports=reports, errors=errors, skipped=skipped,
         outcomes=tuple(r.outcome for r in done if r.outcome is not None), notes=tuple(notes),
-        summary=tally.snapshot(elapsed_seconds=time.perf_counter() - started))
+        summary=tally.snapshot(elapsed_seconds=time.perf_counter() - started), sweeps=sweeps)
 
 
 def _groups(adapter: Adapter, runs: Sequence[TrackedRun], group_by: Sequence[str] | None,
-            baselines: Sequence[str]) -> tuple[dict[str, cohorts_.GroupKey | None], set[str]]:
-    """Each run's group key (None: compared alone) and the ids of the runs marked as baselines."""
+            baselines: Sequence[str]) -> tuple[dict[str, cohorts_.GroupKey | None], set[str], dict[str, Mapping[str, str]]]:
+    """Each run's group key (None: compared alone), the ids of the runs marked as baselines, and
+    each run's group values (its configuration, for the sweep summary)."""
     values = {run.ref.id: adapter.group_values(run) for run in runs}
     if group_by:
         keys = {run_id: cohorts_.group_key(v, group_by) for run_id, v in values.items()}
@@ -451,7 +455,7 @@ def _groups(adapter: Adapter, runs: Sequence[TrackedRun], group_by: Sequence[str
     if unknown:
         raise SelectionError(f"--baseline {', '.join(sorted(unknown))}: no such run among the {len(runs)} listed; "
                              "pass the id or name of a run the selection lists")
-    return keys, named | {run.ref.id for run in runs if adapter.marked_baseline(run)}
+    return keys, named | {run.ref.id for run in runs if adapter.marked_baseline(run)}, values
 
 
 def _signatures(adapter: Adapter, runs: Sequence[TrackedRun], keys: Mapping[str, Any], grouped: set[str],
@@ -511,7 +515,7 @@ def combine(results: Sequence[ScanResult]) -> ScanResult:
         reports=tuple(r for res in results for r in res.reports), errors=tuple(e for res in results for e in res.errors),
         skipped=tuple(s for res in results for s in res.skipped),
         outcomes=tuple(o for res in results for o in res.outcomes), notes=tuple(n for res in results for n in res.notes),
-        summary=ScanSummary(**counts))
+        summary=ScanSummary(**counts), sweeps=tuple(s for res in results for s in res.sweeps))
 
 
 def _finish(adapter: Adapter, writer: Writer | None, reports: tuple[HealthReport, ...],

@@ -424,7 +424,7 @@ def _finish(result, notes, *, fmt, fail_on, full, projects=None) -> None:
     if projects is not None:
         doc["projects"] = projects
     extra = {"full": full, "summary": doc} if fmt == "json" else {}
-    text = render(fmt, result.reports, errors, **extra)
+    text = render(fmt, result.reports, errors, sweeps=result.sweeps, **extra)
     if text is not None:
         click.echo(text)
     echo_errors(errors)

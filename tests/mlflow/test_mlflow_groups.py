@@ -130,3 +130,38 @@ def test_child_runs_of_one_parent_are_a_group_by_default(mlflow_server, client, 
     assert _finding(runs[SLOW], "slow-convergence")["level"] == "warning"
     # The parent logged nothing: skipped, not a member.
     assert "sweep" not in runs
+
+
+# -- a real sweep: 12 torch trainings over LR x batch size (evidence/torch/sweep.py) ---------------------
+SWEEP = lofo.TORCH / "sweep"
+
+
+def test_a_sweeps_summary_names_the_learning_rates_that_oscillate(mlflow_server, client, experiment, cache_dir):
+    import json
+
+    exp_id, exp_name = experiment
+    entries = json.loads((SWEEP / "manifest.json").read_text())
+    assert len(entries) >= 12 and len({e["config"]["lr"] for e in entries}) >= 3
+    assert len({e["config"]["batch_size"] for e in entries}) >= 3
+    parent = client.create_run(exp_id, run_name="lr-batch-sweep").info.run_id
+    client.set_terminated(parent)
+    for e in entries:
+        (history,) = read_histories(SWEEP / e["file"])
+        log_history(client, exp_id, history, e["name"], tags={"mlflow.parentRunId": parent},
+                    params={"lr": e["config"]["lr"], "batch_size": e["config"]["batch_size"]})
+    doc = _scan(mlflow_server.url, cache_dir, exp_name, "--dry-run")
+    (sweep,) = doc["sweeps"]
+    assert sweep["runs"] == len(entries) and sweep["group"] == f"parent={parent}"
+    oscillating = [a for a in sweep["associations"] if a["finding"] == "loss-oscillation" and a["key"] == "params.lr"]
+    assert oscillating, sweep
+    lr = oscillating[0]
+    # The ground truth (each run against the sweep's reference run, evidence/torch/truth.py): every run
+    # at the highest LR oscillates. The summary's range holds exactly those runs, and names them all.
+    truth_high = {e["name"] for e in entries if e["config"]["lr"] == max(x["config"]["lr"] for x in entries)}
+    assert all(e["oscillates"] for e in entries if e["name"] in truth_high)
+    assert lr["relation"] == ">=" and float(lr["value"]) == max(e["config"]["lr"] for e in entries)
+    assert lr["inside_with"] == lr["inside"] == len(truth_high)
+    assert "every run with params.lr ≥ 0.3 has loss-oscillation" in lr["text"]
+    table = scan_cli(["--mlflow-uri", mlflow_server.url, "-e", exp_name, "--cache-dir", str(cache_dir), "--dry-run",
+                      "--fail-on", "never"])
+    assert f"sweep parent={parent} ({len(entries)} runs):" in table.output, table.output[-3000:]

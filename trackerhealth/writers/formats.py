@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..schema import CRITICAL, DIMENSIONS, ERROR, OK, UNKNOWN, WARNING, Evidence, Finding, HealthReport
+from ..sweeps import SweepSummary
 
 FORMATS = ("table", "markdown", "json")
 _SHORT = {
@@ -64,14 +65,35 @@ def _short(text: str, limit: int = _ROW_REASON) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def to_json(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (), full: bool = False, summary: dict | None = None) -> str:
+def to_json(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (), full: bool = False, summary: dict | None = None,
+            sweeps: Sequence[SweepSummary] = ()) -> str:
     doc: dict[str, Any] = {"runs": [r.to_dict(full=full) for r in reports], "errors": list(errors)}
     if summary is not None:
         doc["summary"] = summary
+    if sweeps:
+        doc["sweeps"] = [s.to_dict() for s in sweeps]
     return json.dumps(doc, indent=2, allow_nan=False)
 
 
-def to_table(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (), verbose: bool = True) -> str:
+def group_line(r: HealthReport) -> str | None:
+    """What the run was compared with, in words (None: analysed alone)."""
+    g = r.group
+    if not g or g.get("size", 1) < 2:
+        return None
+    base = f"baseline {g['baseline_name']} ({g['rule']})" if g.get("baseline_name") else f"no baseline: {g.get('reason', '')}"
+    return f"compared with group {g['label']} ({g['size']} runs), {base}"
+
+
+def sweep_lines(sweeps: Sequence[SweepSummary]) -> list[str]:
+    lines = []
+    for s in sweeps:
+        lines.append(f"sweep {s.group} ({s.runs} runs):" + ("" if s.associations else " no configuration value goes with a finding"))
+        lines.extend(f"  - {a.sentence()}" for a in s.associations)
+    return lines
+
+
+def to_table(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (), verbose: bool = True,
+             sweeps: Sequence[SweepSummary] = ()) -> str:
     lines = []
     width = max([len(r.run.name or r.run.id) for r in reports] + [3])
     width = min(width, 48)
@@ -95,6 +117,8 @@ def to_table(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] =
             # A local run says which file it came from: two runs can share a name (every HF output has one).
             where = r.run.source if r.run.source else f"{r.run.tracker}: {r.run.project}/{r.run.id}"
             lines.append(f"== {r.run.name or r.run.id}  ({where})")
+            if group_line(r):
+                lines.append(f"  {group_line(r)}")
             if failed:
                 lines.append(f"  [{r.status.upper()}] {r.status_reason}")
             for f in r.problems:
@@ -106,6 +130,9 @@ def to_table(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] =
                 lines.append(f"  ({f.level}) {f.id}: {explained_text(f)}: {f.message}")
             for note in r.notes:
                 lines.append(f"  note: {note}")
+    if sweeps:
+        lines.append("")
+        lines.extend(sweep_lines(sweeps))
     for err in errors:
         lines.append(f"error: {err.get('source', '?')}: {err.get('message', '')}")
     lines.append("")
@@ -136,7 +163,7 @@ def _md_url(url: str | None, allow_relative: bool = False) -> str | None:
 
 
 def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (),
-                dashboard_links: dict[str, str] | None = None) -> str:
+                dashboard_links: dict[str, str] | None = None, sweeps: Sequence[SweepSummary] = ()) -> str:
     """Markdown summary (e.g. a GitHub Actions job summary). ``dashboard_links`` maps a run id to
     its dashboard (a relative path or URL) and adds a dashboard column."""
     links = dashboard_links or {}
@@ -168,6 +195,8 @@ def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]
             continue
         out.append("")
         out.append(f"### {_md_escape(r.run.name or r.run.id)}")
+        if group_line(r):
+            out.append(f"- {_md_escape(group_line(r))}")
         if failed:
             out.append(f"- **{r.status}** — {_md_escape(r.status_reason)}")
         for f in r.problems:
@@ -177,6 +206,10 @@ def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]
             out.append(f"  - *Fix:* {_md_escape(f.recommendation)}")
         for f in explained:
             out.append(f"- ({f.level}) `{f.id}` — {_md_escape(explained_text(f))}: {_md_escape(f.message)}")
+    if sweeps:
+        out.append("")
+        out.append("### Sweeps")
+        out.extend(_md_escape(line) if not line.startswith("  - ") else "  - " + _md_escape(line[4:]) for line in sweep_lines(sweeps))
     if errors:
         out.append("")
         out.append("### Errors")
@@ -185,9 +218,10 @@ def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]
     return "\n".join(out) + "\n"
 
 
-def render(fmt: str, reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (), **kw) -> str:
+def render(fmt: str, reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]] = (),
+           sweeps: Sequence[SweepSummary] = (), **kw) -> str:
     if fmt == "json":
-        return to_json(reports, errors, **kw)
+        return to_json(reports, errors, sweeps=sweeps, **kw)
     if fmt == "markdown":
-        return to_markdown(reports, errors)
-    return to_table(reports, errors)
+        return to_markdown(reports, errors, sweeps=sweeps)
+    return to_table(reports, errors, sweeps=sweeps)
