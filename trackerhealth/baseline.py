@@ -26,6 +26,8 @@ PROFILE_BINS = 100
 # Share of the run at the end whose median is a run's final level (the scorecard's tail).
 FINAL_SHARE = 0.1
 
+BASELINE_CURVES = "baseline_curves"  # the key of the baseline's curves in a report's group (full JSON only)
+DRAWN_ROLES = ("val_loss", "grad_norm", "lr", "gpu_util", "step_time")  # besides the training loss
 MARKED = "marked"  # the user marked the baseline (a tag, or --baseline)
 HEALTHIEST = "healthiest"  # chosen by the documented rule (trackerhealth.cohort.choose_baseline)
 
@@ -110,6 +112,15 @@ class RunProfile:
     status: str = ""  # the run's own single-run status
     finished: bool = True  # a running or crashed run is never a baseline
     marked: bool = False  # the user marked it as the group's baseline
+    # The other curves a dashboard draws faintly behind a sibling's (role → curve): val loss,
+    # gradient norm, learning rate, GPU utilization, step time, where logged.
+    curves: tuple[tuple[str, Curve], ...] = ()
+
+    def drawn(self) -> dict[str, dict[str, list]]:
+        """Every curve of the profile (the training loss first) as ``{role: {"steps", "values"}}``."""
+        out = {"train_loss": self.loss} if self.loss is not None else {}
+        out.update(dict(self.curves))
+        return {role: {"steps": list(c.steps), "values": list(c.level)} for role, c in out.items()}
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "name": self.name, "loss_key": self.loss_key,
@@ -141,9 +152,14 @@ class Cohort:
         return self.baseline is not None and self.baseline.run_id == run_id
 
     def to_dict(self) -> dict[str, Any]:
-        return {"group": {k: v for k, v in self.group}, "label": self.label, "size": self.size,
-                "baseline": self.baseline.run_id if self.baseline else None,
-                "baseline_name": self.baseline.name if self.baseline else None, "rule": self.rule, "reason": self.reason}
+        """The group as a report carries it; ``baseline_curves`` (what a dashboard draws behind the
+        run's own curves) only for a run in a group of two or more that is not the baseline itself."""
+        out = {"group": {k: v for k, v in self.group}, "label": self.label, "size": self.size,
+               "baseline": self.baseline.run_id if self.baseline else None,
+               "baseline_name": self.baseline.name if self.baseline else None, "rule": self.rule, "reason": self.reason}
+        if self.baseline is not None:
+            out[BASELINE_CURVES] = self.baseline.drawn()
+        return out
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .baseline import FINAL_SHARE, HEALTHIEST, MARKED, Cohort, RunProfile, curve
+from .baseline import DRAWN_ROLES, FINAL_SHARE, HEALTHIEST, MARKED, Cohort, RunProfile, curve
 from .config import Config
 from .engine import analyze
 from .roles import RoleView, resolve
@@ -93,7 +93,8 @@ def profile(view: RoleView, report: HealthReport, *, finished: bool = True, mark
         val_best=float(np.min(val.values)) if has_val else None,
         val_final=_final(val.values) if has_val else None,
         step_seconds=_median(view.series("step_time")), throughput=_median(view.series("throughput")),
-        grad_norm=_median(view.series("grad_norm")), status=report.status, finished=finished, marked=marked)
+        grad_norm=_median(view.series("grad_norm")), status=report.status, finished=finished, marked=marked,
+        curves=tuple((role, c) for role in DRAWN_ROLES if (c := curve(view.series(role))) is not None))
 
 
 def choose_baseline(members: Sequence[RunProfile]) -> tuple[RunProfile | None, str, str]:

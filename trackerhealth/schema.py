@@ -663,8 +663,12 @@ class HealthReport:
             "notes": list(self.notes),
             "points": self.n_points,
             "last_step": self.last_step,
-            **({"group": dict(self.group)} if self.group is not None else {}),
+            **({"group": self._group_dict(full)} if self.group is not None else {}),
         }
+
+    def _group_dict(self, full: bool) -> dict[str, Any]:
+        """The group; the baseline's curves (a few kB, for the dashboard) only in full output."""
+        return {k: v for k, v in self.group.items() if full or k != "baseline_curves"}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HealthReport:

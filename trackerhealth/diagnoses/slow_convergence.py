@@ -136,17 +136,18 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
     calm = bool(moving and np.isfinite(noise) and noise / moving < thresholds.max_swing)
     if fell < thresholds.baseline_min_fall or not calm:
         return None
-    when = (f"at step {c.fmt_step(mine.first_step + r.steps)}" if r.reached
-            else f"not in its {c.fmt_step(mine.length)} steps")
     detail = (f"loss {c.fmt(r.level)}: the baseline {base.name} got there in {c.fmt_step(r.baseline_steps)} steps, this run "
               + (f"in {c.fmt_step(r.steps)}" if r.reached else f"not in {c.fmt_step(mine.length)}"))
     evidence = [Evidence(key, r.ratio, thresholds.slower_than_baseline, mine.first_step, mine.steps[-1], "slower_than_baseline", detail)]
     if r.reached and np.isfinite(r.seconds) and np.isfinite(r.baseline_seconds) and r.baseline_seconds > 0:
         evidence.append(Evidence(key, r.seconds / r.baseline_seconds, None, mine.first_step, mine.first_step + r.steps,
                                  "wall_time_vs_baseline", f"{c.fmt(r.seconds)} s against the baseline's {c.fmt(r.baseline_seconds)} s"))
-    ratio = f"{c.fmt(r.ratio)}x" if r.reached else f"more than {c.fmt(r.ratio)}x"
-    message = (f"{key} needed {ratio} the steps of {than} to reach {c.fmt(r.level)}, half of the baseline's fall "
-               f"(reached {when}).")
+    if r.reached:
+        message = (f"{key} took {c.fmt(r.ratio)}x the steps of {than} to reach {c.fmt(r.level)}, half of the baseline's fall "
+                   f"({c.fmt_step(r.steps)} steps against {c.fmt_step(r.baseline_steps)}).")
+    else:
+        message = (f"{key} has not reached {c.fmt(r.level)}, half of the fall of {than}, in its {c.fmt_step(mine.length)} steps: "
+                   f"more than {c.fmt(r.ratio)}x the {c.fmt_step(r.baseline_steps)} steps the baseline needed.")
     return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
 
 

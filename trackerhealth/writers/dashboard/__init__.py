@@ -68,11 +68,12 @@ def render_run_html(history: RunHistory, report: HealthReport, config=None, *, p
 
 
 def render_overview_html(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] | None = None,
-                         title: str = "Training health", errors: Sequence[Mapping[str, Any]] = ()) -> str:
-    """The project overview page; ``dashboard_links`` maps run id -> relative path of its dashboard."""
+                         title: str = "Training health", errors: Sequence[Mapping[str, Any]] = (), sweeps=()) -> str:
+    """The project overview page; ``dashboard_links`` maps run id -> relative path of its dashboard;
+    ``sweeps``: the sweep summaries (:mod:`trackerhealth.sweeps`) to list under the runs."""
     from .overview import render
 
-    return render(reports, dashboard_links, title=title, errors=errors)
+    return render(reports, dashboard_links, title=title, errors=errors, sweeps=sweeps)
 
 
 def render_overview_markdown(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] | None = None,

@@ -23,6 +23,7 @@ h2 { font-size:16px; margin:0; }
 a { color:var(--accent); }
 code { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-size:12.5px; background:#eef1f4; padding:1px 4px; border-radius:4px; overflow-wrap:anywhere; }
 .meta { color:var(--muted); display:flex; flex-wrap:wrap; gap:4px 14px; align-items:center; }
+.group { color:var(--muted); margin-top:6px; }
 .tags { display:flex; flex-wrap:wrap; gap:4px; margin-top:6px; }
 .tag { background:#eef1f4; border:1px solid var(--line); border-radius:10px; padding:0 8px; font-size:12px; overflow-wrap:anywhere; }
 .card { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:14px 16px; margin-top:16px; }

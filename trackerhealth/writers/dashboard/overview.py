@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...schema import DIMENSIONS, HealthReport
+from ...sweeps import SweepSummary
 from .. import formats
 from . import _status
 from ._assets import OVERVIEW_CSS, OVERVIEW_JS
@@ -38,7 +39,15 @@ def _score_cell(score: float | None, title: str = "") -> str:
     return f'<td class="num" data-v="{v}" title="{esc(title)}">{pill}</td>'
 
 
-def _row(report: HealthReport, links: Mapping[str, str]) -> str:
+def _group_cell(report: HealthReport) -> str:
+    g = report.group
+    if not g or g.get("size", 1) < 2:
+        return '<td data-v="~"><span class="muted">alone</span></td>'
+    badge = ' <span class="badge ok" title="the group\'s baseline">baseline</span>' if g.get("baseline") == report.run.id else ""
+    return f'<td data-v="{esc(g.get("label", ""))}"><code>{esc(g.get("label", ""))}</code>{badge}</td>'
+
+
+def _row(report: HealthReport, links: Mapping[str, str], grouped: bool = False) -> str:
     run = report.run
     name = run.name or run.id
     dash = safe_url(_link_for(report, links), allow_relative=True)
@@ -54,7 +63,8 @@ def _row(report: HealthReport, links: Mapping[str, str]) -> str:
     if shown.reason:  # error / unknown: the reason on the run's row, as the contract asks
         fids += f'<span class="muted status-why">{esc(shown.reason)}</span>'
     fids = fids or '<span class="muted">—</span>'
-    search = " ".join([name, run.id, run.project, run.tracker, shown.status] + [f.id for f in problems]).lower()
+    label = str((report.group or {}).get("label", ""))
+    search = " ".join([name, run.id, run.project, run.tracker, shown.status, label] + [f.id for f in problems]).lower()
     dims = "".join(
         _score_cell(report.scores.get(d), next((x.reason for x in report.dimensions if x.name == d and x.score is None), ""))
         for d in DIMENSIONS)
@@ -63,16 +73,23 @@ def _row(report: HealthReport, links: Mapping[str, str]) -> str:
         f'<td class="run" data-v="{esc(name.lower())}">{name_html}<div class="muted"><code>{esc(run.project)}</code> · '
         f'<code>{esc(run.id)}</code></div></td>'
         f'<td data-v="{esc(tracker)}">{tracker_html}</td>'
-        f'<td data-v="{shown.rank}"><span class="badge {esc(shown.css)}" title="{esc(shown.reason)}">{esc(shown.status)}</span></td>'
+        + (_group_cell(report) if grouped else "")
+        + f'<td data-v="{shown.rank}"><span class="badge {esc(shown.css)}" title="{esc(shown.reason)}">{esc(shown.status)}</span></td>'
         + _score_cell(report.score) + dims
         + f'<td data-v="{len(problems)}"><div class="fids">{fids}</div></td></tr>'
     )
 
 
 def render(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] | None = None,
-           title: str = "Training health", errors: Sequence[Mapping[str, Any]] = ()) -> str:
+           title: str = "Training health", errors: Sequence[Mapping[str, Any]] = (),
+           sweeps: Sequence[SweepSummary] = ()) -> str:
+    """The overview page; runs analysed with their groups get a Group column (their group, the
+    baseline marked) and are listed group by group; ``sweeps`` adds each sweep's patterns."""
     links = dict(dashboard_links or {})
+    grouped = any(r.group and r.group.get("size", 1) > 1 for r in reports)
     ordered = sorted(reports, key=lambda r: (r.score is None, r.score if r.score is not None else 0.0))
+    if grouped:
+        ordered.sort(key=lambda r: str((r.group or {}).get("label") or "~"))
     counts: dict[str, int] = {}
     for r in reports:
         s = _status.view(r).status
@@ -84,13 +101,22 @@ def render(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] |
     options = "".join(f'<option value="{esc(s)}">{esc(s)}</option>'
                       for s in ["critical", "warning", "ok"] + [s for s in order if s not in _status.KNOWN])
     heads = ['<th data-sort="text" scope="col"><button type="button">Run</button></th>',
-             '<th data-sort="text" scope="col"><button type="button">Tracker</button></th>',
-             '<th data-sort="num" scope="col"><button type="button">Status</button></th>',
+             '<th data-sort="text" scope="col"><button type="button">Tracker</button></th>']
+    if grouped:
+        heads.append('<th data-sort="text" scope="col"><button type="button">Group</button></th>')
+    heads += ['<th data-sort="num" scope="col"><button type="button">Status</button></th>',
              '<th data-sort="num" scope="col" aria-sort="ascending"><button type="button">Score</button></th>']
     heads += [f'<th data-sort="num" scope="col" title="{esc(DIMENSION_LABELS[d])}"><button type="button">{SHORT[d]}</button></th>'
               for d in DIMENSIONS]
     heads.append('<th data-sort="num" scope="col"><button type="button">Findings</button></th>')
-    rows = "".join(_row(r, links) for r in ordered)
+    rows = "".join(_row(r, links, grouped) for r in ordered)
+    sweep_html = ""
+    if sweeps:
+        sweep_html = ('<section class="card" id="sweeps"><h2>Sweeps</h2><ul class="notes">' + "".join(
+            f"<li><code>{esc(sw.group)}</code> ({sw.runs} runs)<ul>"
+            + ("".join(f"<li>{esc(a.sentence())}</li>" for a in sw.associations)
+               or "<li>no configuration value goes with a finding</li>") + "</ul></li>" for sw in sweeps)
+            + "</ul></section>")
     err_html = ""
     if errors:
         err_html = ('<section class="card"><h2>Errors</h2><ul class="notes">' + "".join(
@@ -109,7 +135,7 @@ def render(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] |
         f'{options}</select></label>'
         f'<span class="muted"><span id="shown">{len(reports)}</span> of {len(reports)} shown</span></div>'
         f'<div class="scroll"><table class="runs" id="runs"><thead><tr>{"".join(heads)}</tr></thead>'
-        f"<tbody>{rows}</tbody></table></div></section>{err_html}</main>"
+        f"<tbody>{rows}</tbody></table></div></section>{sweep_html}{err_html}</main>"
         f"<script>{OVERVIEW_JS}</script>"
     )
     return html_document(title, body, css_extra=OVERVIEW_CSS)

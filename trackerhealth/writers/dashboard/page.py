@@ -90,7 +90,24 @@ def run_header(report: HealthReport, overview_href: str | None = None) -> str:
     tags = ""
     if run.tags:
         tags = '<div class="tags" aria-label="tags">' + "".join(f'<span class="tag">{esc(t)}</span>' for t in run.tags) + "</div>"
-    return (f'<header>{back}<h1 id="run-name">{esc(name)}</h1><div class="meta">{"".join(bits)}</div>{tags}</header>')
+    return (f'<header>{back}<h1 id="run-name">{esc(name)}</h1><div class="meta">{"".join(bits)}</div>{tags}'
+            f'{group_line(report)}</header>')
+
+
+def group_line(report: HealthReport) -> str:
+    """The run's group and baseline, under the header (empty for a run analysed alone)."""
+    g = report.group
+    if not g or g.get("size", 1) < 2:
+        return ""
+    if g.get("baseline") == report.run.id:
+        base = f"this run is the group's baseline ({esc(g.get('rule', ''))})"
+    elif g.get("baseline_name"):
+        base = (f"compared with the baseline <strong>{esc(g['baseline_name'])}</strong> ({esc(g.get('rule', ''))}), "
+                "drawn in grey behind this run's curves")
+    else:
+        base = f"no baseline: {esc(g.get('reason', ''))}"
+    return (f'<div class="group" id="run-group">group <code>{esc(g.get("label", ""))}</code> · {g["size"]} runs · '
+            f'{base}</div>')
 
 
 def _dimension_basis(d) -> str:

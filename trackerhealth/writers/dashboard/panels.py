@@ -305,9 +305,28 @@ def _positive_spread(values: np.ndarray) -> float:
 
 
 # -- panels -------------------------------------------------------------------------------------
+BASELINE_LINE = "rgba(0,0,0,0.25)"  # the group's baseline: faint, behind the run's own colours
+
+
+def baseline_trace(role: str, curve: dict[str, list], name: str, *, yaxis: str = "y", factor: float = 1.0) -> dict[str, Any]:
+    """One of the group baseline's curves (its profile's bin medians), drawn faintly."""
+    return {
+        "type": "scatter", "mode": "lines", "name": plot_text(f"baseline {name}: {role}"), "legendgroup": "baseline",
+        "x": step_array(np.asarray(curve["steps"], dtype=float)),
+        "y": value_array(np.asarray(curve["values"], dtype=float) * factor), "yaxis": yaxis,
+        "line": {"color": BASELINE_LINE, "width": 3}, "hoverinfo": "skip",
+        "meta": {"baseline": name, "role": role},
+    }
+
+
 class _Builder:
-    def __init__(self, view: RoleView, ranges: Sequence[Range]):
+    def __init__(self, view: RoleView, ranges: Sequence[Range], group: dict[str, Any] | None = None):
         self.view = view
+        # The group's baseline, drawn behind this run's curves (none for the baseline itself).
+        group = group or {}
+        own = group.get("baseline") == view.ref.id
+        self.baseline_name = str(group.get("baseline_name") or "")
+        self.baseline = {} if own else dict(group.get("baseline_curves") or {})
         self.span = _run_span(view)
         self.all_ranges = list(ranges)
         owner = _panel_of_keys(view)
@@ -324,6 +343,11 @@ class _Builder:
         if s is None:
             return None
         return self.view.key(role) or role, ds.reduce_series(s, keep_ranges=self.keep)
+
+    def behind(self, role: str, *, yaxis: str = "y", factor: float = 1.0) -> list[dict[str, Any]]:
+        """The baseline's curve for ``role``, when the run has a baseline that logged it."""
+        curve = self.baseline.get(role)
+        return [baseline_trace(role, curve, self.baseline_name, yaxis=yaxis, factor=factor)] if curve else []
 
     def count(self, panel: Panel, reduced: ds.Reduced) -> None:
         panel.points_logged += reduced.original
@@ -354,7 +378,7 @@ class _Builder:
         if train is None and val is None:
             p.missing = WHAT_TO_LOG["loss"]
             return p
-        traces: list[dict] = []
+        traces: list[dict] = self.behind("train_loss") + self.behind("val_loss")
         spread_src = []
         if train is not None:
             traces += line_traces(train[0], train[1], BLUE)
@@ -394,7 +418,7 @@ class _Builder:
         layer_ranges = [r for r in self.ranges_by_panel["grad"] if r.metric in {k for _, k, _ in group}]
         top_ranges = [r for r in self.ranges_by_panel["grad"] if r not in layer_ranges]
         if total is not None:
-            traces += line_traces(total[0], total[1], GREEN)
+            traces += self.behind("grad_norm") + line_traces(total[0], total[1], GREEN)
             self.count(p, total[1])
             spread = _positive_spread(total[1].values)
             layout["yaxis"] = _axis("total grad norm", type="log" if spread > 100 else "linear")
@@ -445,7 +469,7 @@ class _Builder:
                 p.notes.append(PARTIAL[role])
                 continue
             axis = next(axes)
-            traces += line_traces(item[0], item[1], colour, dash=dash, yaxis=axis, width=2)
+            traces += self.behind(role, yaxis=axis) + line_traces(item[0], item[1], colour, dash=dash, yaxis=axis, width=2)
             self.count(p, item[1])
             spec = _axis(title, title_font={"color": colour}, tickfont={"color": colour})
             fixed = flat_range(item[1].values)
@@ -468,7 +492,7 @@ class _Builder:
         layout = base_layout(height=300)
         time_axis = "y"
         if util is not None:
-            traces += line_traces(util[0], util[1], GREEN, width=1.4)
+            traces += self.behind("gpu_util") + line_traces(util[0], util[1], GREEN, width=1.4)
             self.count(p, util[1])
             layout["yaxis"] = _axis("GPU utilization (%)", range=[0, 105], title_font={"color": GREEN}, tickfont={"color": GREEN})
             time_axis = "y2"
@@ -483,6 +507,8 @@ class _Builder:
         fixed = flat_range(*[item[1].values for _, item in logged])
         for role, item in logged:
             colour, dash = style[role]
+            if role == "step_time":
+                traces += self.behind("step_time", yaxis=time_axis, factor=factor)
             traces += line_traces(item[0], item[1], colour, dash=dash, yaxis=time_axis, width=1.4)
             self.count(p, item[1])
         if logged:
@@ -577,5 +603,5 @@ def heatmap_traces(grid: ds.Grid, yaxis: str) -> list[dict[str, Any]]:
 
 def build_panels(view: RoleView, report: HealthReport) -> list[Panel]:
     """The four panels, in order, for one run."""
-    b = _Builder(view, finding_ranges(report))
+    b = _Builder(view, finding_ranges(report), dict(report.group) if report.group else None)
     return [b.loss(), b.grad(), b.optim(), b.system()]
