@@ -95,7 +95,7 @@ class TrackerDouble(Writer):
             self.tags[run_id] = (report.status, tuple(f.id for f in report.problems))
         return WriteOutcome(run_id, changed=True, dry_run=dry_run, problems=problems)
 
-    def finish(self, reports, errors, dry_run=False):
+    def finish(self, reports, errors, dry_run=False, sweeps=()):
         self.finished.append(tuple(r.run.id for r in reports))
         return [f"finished {len(reports)} run(s)"]
 

@@ -38,7 +38,7 @@ from .roles import resolve
 from .redaction import redact_secrets
 from .reuse import ReuseStore
 from .schema import CRITICAL, ERROR, OK, WARNING, HealthReport, RunRef
-from .sweeps import SweepSummary, summarize_groups
+from .sweeps import CONFIG_PREFIXES, MIN_RUNS, SweepSummary, summarize_groups
 from .writers.base import ALERT, RENDER, WRITE, WriteOutcome, Writer
 
 __all__ = ["ANALYZE", "ERROR_KINDS", "FETCH", "LIST", "UNREACHABLE", "combine", "Engine", "RunResult", "ScanError", "ScanResult",
@@ -361,7 +361,7 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
     """
     started = time.perf_counter()
     config = config or Config()
-    runs: Sequence[TrackedRun] = list(adapter.list_runs())
+    runs: Sequence[TrackedRun] = list(adapter.with_siblings(adapter.list_runs(), group_by))
     tally = _Tally(listed=len(runs), dry_run=dry_run, read_only=writer is None)
     writing = writer is not None and not dry_run
     keys, marked, values = _groups(adapter, runs, group_by, baselines)
@@ -425,7 +425,7 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
     errors = tuple(ScanError(_source(r.ref), r.ref.id, kind, redact_secrets(message))
                    for r in done for kind, message in r.errors)
     skipped = tuple(ScanSkip(_source(r.ref), r.ref.id, r.skipped) for r in done if r.skipped is not None)
-    notes = _finish(adapter, writer, reports, errors, dry_run, changed=bool(work))
+    notes = _finish(adapter, writer, reports, errors, dry_run, changed=bool(work), sweeps=sweeps)
     if reuse is not None:
         try:
             reuse.save()
@@ -443,12 +443,23 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
 def _groups(adapter: Adapter, runs: Sequence[TrackedRun], group_by: Sequence[str] | None,
             baselines: Sequence[str]) -> tuple[dict[str, cohorts_.GroupKey | None], set[str], dict[str, Mapping[str, str]]]:
     """Each run's group key (None: compared alone), the ids of the runs marked as baselines, and
-    each run's group values (its configuration, for the sweep summary)."""
-    values = {run.ref.id: adapter.group_values(run) for run in runs}
+    each run's group values (with its configuration where a key or a sweep summary needs it)."""
+    config_keys = bool(group_by) and any(k.startswith(CONFIG_PREFIXES) for k in group_by)
+    values = {run.ref.id: dict(adapter.group_values(run, with_config=config_keys)) for run in runs}
     if group_by:
         keys = {run_id: cohorts_.group_key(v, group_by) for run_id, v in values.items()}
     else:
         keys = {run_id: cohorts_.default_group_key(v, adapter.default_group_by) for run_id, v in values.items()}
+    if not config_keys:
+        # A sweep summary needs the configuration of the runs of every group of ten or more.
+        sizes: dict[Any, int] = {}
+        for key in keys.values():
+            if key is not None:
+                sizes[key] = sizes.get(key, 0) + 1
+        for run in runs:
+            key = keys[run.ref.id]
+            if key is not None and sizes[key] >= MIN_RUNS and not any(k.startswith(CONFIG_PREFIXES) for k in values[run.ref.id]):
+                values[run.ref.id] = dict(adapter.group_values(run, with_config=True))
     wanted = set(baselines)
     named = {run.ref.id for run in runs if run.ref.id in wanted or run.ref.name in wanted}
     unknown = wanted - {run.ref.id for run in runs} - {run.ref.name for run in runs}
@@ -519,7 +530,8 @@ def combine(results: Sequence[ScanResult]) -> ScanResult:
 
 
 def _finish(adapter: Adapter, writer: Writer | None, reports: tuple[HealthReport, ...],
-            errors: tuple[ScanError, ...], dry_run: bool, changed: bool = True) -> list[str]:
+            errors: tuple[ScanError, ...], dry_run: bool, changed: bool = True,
+            sweeps: tuple[SweepSummary, ...] = ()) -> list[str]:
     """The writer's project-wide step and the adapter's end of a complete scan; failures here
     cost no run its health (every run is written by now), so they are notes. When every run was
     reused (``changed`` False) the project-wide view is already what it would become."""
@@ -527,7 +539,7 @@ def _finish(adapter: Adapter, writer: Writer | None, reports: tuple[HealthReport
     unreachable = any(e.kind == UNREACHABLE for e in errors)
     if writer is not None and reports and not unreachable and changed:
         try:
-            notes.extend(writer.finish(reports, [e.to_dict() for e in errors], dry_run))
+            notes.extend(writer.finish(reports, [e.to_dict() for e in errors], dry_run, sweeps))
         except Exception as exc:  # noqa: BLE001 - the runs are written; this is a summary view
             notes.append(f"the project-wide view was not updated: {_describe(exc)}")
     if not dry_run and not errors:

@@ -126,11 +126,13 @@ def _ui_url(ctx, param, value):
               help="Progress bar on stderr (default: only when stderr is a terminal).")
 @click.option("--full", is_flag=True, help="In JSON, include ok, skipped and error findings too.")
 @click.option("--group-by", "group_by", multiple=True, metavar="KEY",
-              help="Compare runs within groups of equal values of KEY (repeatable: the group is the tuple). MLflow: "
-                   "params.NAME, tags.NAME or parent. Default: MLflow's parent run.")
+              help="Compare runs within groups of equal values of KEY (repeatable: the group is the tuple). W&B: "
+                   "group, job_type, sweep, config.NAME; MLflow: params.NAME, tags.NAME, parent. Default: W&B's group "
+                   "(then sweep, then job type), MLflow's parent run.")
 @click.option("--baseline", "baselines", multiple=True, metavar="RUN_ID",
               help="The run (id or name) its group is compared with (repeatable: one per group); else a run tagged "
-                   "trackerhealth.baseline=true, else the group's healthiest finished run.")
+                   "trackerhealth:baseline (W&B) or trackerhealth.baseline=true (MLflow), else the group's healthiest "
+                   "finished run.")
 def scan(wandb_projects, entities, wandb_dirs, mlflow_uri, experiments, all_experiments, filter_string, run_ids, since,
          states, tags, all_runs, no_wandb_alerts, no_report, fmt, fail_on, loss_key, workers, ray_address, config_path,
          cache_dir, no_cache, reanalyze, dry_run, alert_webhook, mlflow_ui_url, progress, full, timeout, group_by,
@@ -200,12 +202,19 @@ def scan(wandb_projects, entities, wandb_dirs, mlflow_uri, experiments, all_expe
     if all_experiments and (experiments or run_ids):
         _die("--all-experiments already selects every experiment: drop --experiment/--run, or drop it",
              exit_codes.USAGE)
-    if (group_by or baselines) and (wandb_api or wandb_dirs):
-        _die("--group-by and --baseline compare MLflow runs so far; W&B groups are not read yet", exit_codes.USAGE)
-    bad = [k for k in group_by if not (k == "parent" or k.startswith(("params.", "tags.")) and len(k.split(".", 1)[1]))]
-    if bad:
-        _die(f"--group-by {bad[0]}: MLflow runs group by params.NAME, tags.NAME or parent "
-             "(e.g. --group-by params.model --group-by params.dataset)", exit_codes.USAGE)
+    if (group_by or baselines) and wandb_dirs:
+        _die("--group-by and --baseline compare runs of a W&B project or an MLflow store; local W&B folders are not "
+             "grouped yet: use --project ENTITY/PROJECT, or trackerhealth analyze DIR --group-by folder", exit_codes.USAGE)
+    if wandb_api:
+        bad = [k for k in group_by if k not in ("group", "job_type", "sweep") and not (k.startswith("config.") and k[7:])]
+        if bad:
+            _die(f"--group-by {bad[0]}: W&B runs group by group, job_type, sweep or config.NAME "
+                 "(e.g. --group-by config.model --group-by config.dataset)", exit_codes.USAGE)
+    else:
+        bad = [k for k in group_by if not (k == "parent" or k.startswith(("params.", "tags.")) and len(k.split(".", 1)[1]))]
+        if bad:
+            _die(f"--group-by {bad[0]}: MLflow runs group by params.NAME, tags.NAME or parent "
+                 "(e.g. --group-by params.model --group-by params.dataset)", exit_codes.USAGE)
     cache = None if no_cache else (cache_dir if cache_dir is not None else _default())
     job = _Job(fmt=fmt, fail_on=fail_on, workers=workers, dry_run=dry_run, full=full, bar=bar, config=config,
                cache=cache, reuse=not (no_cache or reanalyze), ray_address=ray_address, alert_webhook=alert_webhook, timeout=timeout,

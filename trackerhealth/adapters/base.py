@@ -118,10 +118,20 @@ class Adapter(ABC):
     #: grouped by the first one it has (W&B: group, sweep, job_type; MLflow: the parent run).
     default_group_by: ClassVar[tuple[str, ...]] = ()
 
-    def group_values(self, run: TrackedRun) -> Mapping[str, str]:
+    def group_values(self, run: TrackedRun, with_config: bool = False) -> Mapping[str, str]:
         """The values ``--group-by`` keys name for ``run``, read from its listing (``params.lr``,
-        ``tags.team``, ``parent``…). Default: none, so every run is compared alone."""
+        ``tags.team``, ``parent``, ``group``…). ``with_config``: also its configuration
+        (``config.NAME`` / ``params.NAME``), which the scan asks for only when a key or a sweep
+        summary needs it (on W&B it costs one request per run). Default: none, so every run is
+        compared alone."""
         return {}
+
+    def with_siblings(self, runs: Sequence[TrackedRun], group_by: Sequence[str] | None) -> Sequence[TrackedRun]:
+        """``runs`` (this scan's listing) and the other runs of their groups that the listing left
+        out — an incremental listing lists only the runs that changed, and a run is compared with
+        its whole group. ``group_by``: the keys (None: :attr:`default_group_by`). Default: ``runs``
+        (the listing is complete)."""
+        return runs
 
     def marked_baseline(self, run: TrackedRun) -> bool:
         """Whether the user marked ``run`` on the tracker as its group's baseline."""

@@ -56,11 +56,12 @@ class ReportDirWriter(Writer):
         return outcome
 
     def finish(self, reports: Sequence[HealthReport], errors: Sequence[Mapping[str, Any]],
-               dry_run: bool = False) -> list[str]:
+               dry_run: bool = False, sweeps: Sequence[Any] = ()) -> list[str]:
         """Write the overview (``index.html``) and ``summary.md``, after the inner writer's finish."""
-        notes = list(self.inner.finish(reports, errors, dry_run)) if self.inner is not None else []
+        notes = list(self.inner.finish(reports, errors, dry_run, sweeps)) if self.inner is not None else []
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.index.write_text(dashboard.render_overview_html(reports, self.links, title=self.title, errors=errors),
+        self.index.write_text(dashboard.render_overview_html(reports, self.links, title=self.title, errors=errors,
+                                                             sweeps=sweeps),
                               encoding="utf-8")
         self.summary.write_text(dashboard.render_overview_markdown(reports, self.links, errors), encoding="utf-8")
         return notes

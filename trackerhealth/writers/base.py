@@ -75,9 +75,10 @@ class Writer(ABC):
         """Write one run's health (in a dry run: only work out what would be written)."""
 
     def finish(self, reports: Sequence[HealthReport], errors: Sequence[Mapping[str, Any]],
-               dry_run: bool = False) -> Sequence[str]:
+               dry_run: bool = False, sweeps: Sequence[Any] = ()) -> Sequence[str]:
         """Called once by the scan loop after every run was written (not when the tracker became
         unreachable): project-wide views, such as the W&B project report or a local overview.
+        ``sweeps``: the scan's sweep summaries (:class:`trackerhealth.sweeps.SweepSummary`).
         Returns notes saying what was done. The default does nothing."""
         return ()
 

@@ -32,7 +32,8 @@ GUIDE = """Runs are scanned by **trackerhealth**; each run carries health tags a
 * the run's full health dashboard in its Files tab: `trackerhealth/dashboard.html`.
 
 Diagnoses: loss-oscillation, overfitting, nonfinite, slow-convergence, periodic-spikes,
-vanishing-gradients, input-bottleneck, task-imbalance."""
+vanishing-gradients, input-bottleneck, task-imbalance; and, for a run compared with its group (W&B
+group, sweep or job type, or `--group-by config.NAME`), baseline-regression."""
 
 
 def _common(run_roles: list[dict], role: str, limit: int = 1) -> list[str]:
@@ -60,7 +61,18 @@ def panel_keys(run_roles: list[dict]) -> dict[str, list[str]]:
     return {view: [_wandb_key(k) for k in keys] for view, keys in views.items()}
 
 
-def build_spec(entity: str, project: str, run_roles: list[dict]) -> str:
+def sweeps_markdown(sweeps) -> str:
+    """The sweeps' patterns as the report's second block (empty without a sweep)."""
+    if not sweeps:
+        return ""
+    lines = ["**Sweeps** (groups of ten or more runs): which configuration values go with which findings.", ""]
+    for sw in sweeps:
+        lines.append(f"* `{sw.group}` ({sw.runs} runs)" + ("" if sw.associations else ": no configuration value goes with a finding"))
+        lines.extend(f"  * {a.sentence()}" for a in sw.associations)
+    return "\n".join(lines)
+
+
+def build_spec(entity: str, project: str, run_roles: list[dict], sweeps=()) -> str:
     import wandb_workspaces.reports.v2 as wr
 
     keys = panel_keys(run_roles)
@@ -71,8 +83,11 @@ def build_spec(entity: str, project: str, run_roles: list[dict]) -> str:
               for i, (view, ys) in enumerate(keys.items()) if ys]
     runset = wr.Runset(entity=entity, project=project, name="Runs by health score",
                        order=[wr.OrderBy(wr.SummaryMetric("trackerhealth/score"), ascending=True)])
+    blocks = [wr.MarkdownBlock(GUIDE)]
+    if sweeps:
+        blocks.append(wr.MarkdownBlock(sweeps_markdown(sweeps)))
     report = wr.Report(entity=entity, project=project, title=TITLE, description=DESCRIPTION,
-                       blocks=[wr.MarkdownBlock(GUIDE), wr.PanelGrid(runsets=[runset], panels=panels)])
+                       blocks=[*blocks, wr.PanelGrid(runsets=[runset], panels=panels)])
     return report._to_model().spec.model_dump_json(by_alias=True, exclude_none=True)
 
 
@@ -95,7 +110,7 @@ def _comparable(spec: str | None) -> object:
     return strip(doc)
 
 
-def upsert_report(target, run_roles: list[dict], dry_run: bool = False, *, retrying) -> list[str]:
+def upsert_report(target, run_roles: list[dict], dry_run: bool = False, *, retrying, sweeps=()) -> list[str]:
     """Create or update the report in ``target`` (a :class:`~.wandb_writer.WandbTarget`), through
     ``retrying(call, what)`` (the writer's retry policy); returns one note saying what happened."""
     try:
@@ -105,7 +120,7 @@ def upsert_report(target, run_roles: list[dict], dry_run: bool = False, *, retry
     from ..adapters.wandb import graphql
 
     api = target.api
-    spec = build_spec(target.entity, target.project, run_roles)
+    spec = build_spec(target.entity, target.project, run_roles, sweeps)
     existing = retrying(lambda: list(api.reports(target.path, name=REPORT_NAME)), "finding the report")
     found = existing[0] if existing else None
     old_spec = None

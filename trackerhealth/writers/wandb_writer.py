@@ -315,13 +315,14 @@ class WandbWriter(Writer):
 
     # -- the project ------------------------------------------------------------------------------
     def finish(self, reports: Sequence[HealthReport] = (), errors: Sequence[Mapping[str, Any]] = (),
-               dry_run: bool = False) -> list[str]:
-        """Update the project's "Training health" report; returns notes (what was done or why not)."""
+               dry_run: bool = False, sweeps: Sequence[Any] = ()) -> list[str]:
+        """Update the project's "Training health" report (with the sweeps' patterns); returns notes
+        (what was done or why not)."""
         if not self.report or not self.run_roles:
             return []
         from .wandb_report import upsert_report
 
-        return upsert_report(self.target, self.run_roles, dry_run=dry_run, retrying=self.retrying)
+        return upsert_report(self.target, self.run_roles, dry_run=dry_run, retrying=self.retrying, sweeps=sweeps)
 
 
 def _alert_text(report: HealthReport, finding) -> str:

@@ -166,9 +166,10 @@ class MlflowAdapter(Adapter):
     # -- groups ---------------------------------------------------------------------------------
     default_group_by = ("parent",)
 
-    def group_values(self, run: MlflowRun) -> dict[str, str]:
-        """``params.X`` and ``tags.X`` for every param and user tag, and ``parent`` (the parent
-        run's id, as MLflow's nested runs and its sweeps record it)."""
+    def group_values(self, run: MlflowRun, with_config: bool = False) -> dict[str, str]:
+        """``params.X`` and ``tags.X`` for every param and user tag (the listing has them all, so
+        ``with_config`` changes nothing), and ``parent`` (the parent run's id, as MLflow's nested
+        runs and its sweeps record it)."""
         values = {f"params.{k}": v for k, v in run.ref.config.items()}
         values.update({f"tags.{k}": v for k, v in run.tags.items() if not k.startswith(("mlflow.", "trackerhealth."))})
         parent = run.tags.get("mlflow.parentRunId")

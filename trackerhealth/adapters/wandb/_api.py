@@ -30,7 +30,7 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -46,6 +46,9 @@ from ._api_rows import LongRows, history_rows, system_rows
 from ._records import INSTALL_HINT, WandbMissing
 
 DEFAULT = object()
+BASELINE_TAG = "trackerhealth:baseline"  # the tag a user puts on the run its group is compared with
+# W&B's run-filter field for each group key a sibling listing can ask for.
+_SIBLING_FILTERS = {"group": "group", "job_type": "jobType", "sweep": "sweep"}
 DEFAULT_BASE_URL = "https://api.wandb.ai"
 STATES = ("running", "finished", "crashed", "failed", "killed", "preempted", "preempting", "pending")
 PAGE_SIZE = 10_000  # history rows per HistoryPage request (the SDK's default is 1,000)
@@ -298,6 +301,52 @@ class WandbApiAdapter(Adapter):
 
     def _run_url(self, run_id: str) -> str:
         return f"{self.app_url}/{self.entity}/{self.project}/runs/{run_id}"
+
+    # -- groups ---------------------------------------------------------------------------------
+    default_group_by = ("group", "sweep", "job_type")
+
+    def group_values(self, run: WandbApiRun, with_config: bool = False) -> dict[str, str]:
+        """``group``, ``sweep`` (its name) and ``job_type`` from the listing; with ``with_config``
+        the run's config as ``config.NAME`` (the listing leaves it out: one request per run)."""
+        sdk = run.sdk
+        out = {k: str(v) for k, v in (("group", sdk.group), ("sweep", sdk.sweep_name), ("job_type", sdk.job_type)) if v}
+        if with_config:
+            config = self.retrying(lambda: dict(sdk.config or {}), f"reading {run.ref.id}'s config")
+            for name, value in config.items():
+                if name.startswith("_"):
+                    continue  # W&B's own bookkeeping (_wandb)
+                if isinstance(value, dict) and "value" in value:
+                    value = value["value"]
+                out[f"config.{name}"] = str(value)
+        return out
+
+    def marked_baseline(self, run: WandbApiRun) -> bool:
+        return BASELINE_TAG in run.ref.tags
+
+    def with_siblings(self, runs: Sequence[WandbApiRun], group_by: Sequence[str] | None) -> list[WandbApiRun]:
+        """After an incremental listing, the unchanged runs of the listed runs' groups: one listing
+        per group value (W&B filters on group, job type and sweep), or, for a config key, the whole
+        selection again."""
+        runs = list(runs)
+        if self.listed_since is None or not runs:
+            return runs  # a complete listing already
+        keys = list(group_by or self.default_group_by)
+        if any(k not in _SIBLING_FILTERS for k in keys):
+            wanted = [self.filters(None)]
+        else:
+            values = {(k, v) for run in runs for k, v in self.group_values(run).items() if k in keys}
+            base = self.filters(None)
+            wanted = [{"$and": [base, {_SIBLING_FILTERS[k]: v}]} if base else {_SIBLING_FILTERS[k]: v}
+                      for k, v in sorted(values)]
+        seen = {r.ref.id for r in runs}
+        api = self.api
+        for spec in wanted:
+            found = self.retrying(lambda spec=spec: list(api.runs(self.path, filters=spec, per_page=100)), "listing a group's runs")
+            for sdk in found:
+                if sdk.id not in seen:
+                    seen.add(sdk.id)
+                    runs.append(self._listed(sdk))
+        return runs
 
     # -- re-scans and Ray workers ------------------------------------------------------------
     @property

@@ -1,0 +1,102 @@
+"""W&B runs compared with their group, through the real ``wandb`` client and the strict contract
+server: by W&B's group by default, ``--group-by config.X``, the ``trackerhealth:baseline`` tag, an
+incremental re-scan that still compares a changed run with its whole group, and a sweep summary in
+the project's "Training health" report.
+
+The runs are real torch trainings (evidence/torch): a GRU language model with a learning rate 100x
+too small among sane siblings of the same model and data, and the 12-run LR x batch sweep."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from contract.corpus import rows_of
+
+from evidence import lofo
+from evidence.torch import manifest
+from trackerhealth.adapters.files import read_histories
+from trackerhealth.cli import main
+
+ENTITY = "groups-team"
+SLOW = "rnn_lr_too_low"
+RNN = (SLOW, "rnn_twin_adam", "rnn_warmup_cosine", "rnn_sgdr_restarts")
+
+
+def _add(store, project: str, name: str, file, *, group=None, config=None, tags=()):
+    (history,) = read_histories(file)
+    rows, events = rows_of(history)
+    run_id = name.replace("_", "")[:24].lower()
+    return store.add_run(ENTITY, project, run_id, display_name=name, history=rows, events=events, group=group,
+                         job_type="train", config={k: {"value": v} for k, v in (config or {}).items()}, tags=list(tags))
+
+
+def _rnn(store, project: str, *, group="gru-char", tags=None):
+    for name in RNN:
+        entry = next(e for e in manifest.load() if e["name"] == name)
+        _add(store, project, name, lofo.TORCH / entry["file"], group=group,
+             config={"model": entry["model"], "dataset": entry["dataset"], "lr": entry["config"].get("lr")},
+             tags=(tags or {}).get(name, ()))
+
+
+def _scan(project: str, tmp_path, *extra, code=0) -> dict:
+    result = CliRunner().invoke(main, ["scan", "--project", f"{ENTITY}/{project}", "--format", "json", "--full",
+                                       "--cache-dir", str(tmp_path / "cache"), "--fail-on", "never", *extra],
+                                catch_exceptions=False)
+    assert result.exit_code == code, result.output
+    return json.loads(result.stdout) if code == 0 else result.output
+
+
+def _runs(doc) -> dict[str, dict]:
+    return {r["run"]["name"]: r for r in doc["runs"]}
+
+
+def _level(run: dict, diag_id: str) -> str:
+    return next(f["level"] for f in run["findings"] if f["id"] == diag_id)
+
+
+def test_runs_of_one_wandb_group_are_compared_by_default_and_by_config_keys(wandb_env, tmp_path):
+    _rnn(wandb_env.store, "rnn", tags={"rnn_sgdr_restarts": ("trackerhealth:baseline",)})
+    runs = _runs(_scan("rnn", tmp_path, "--dry-run"))
+    assert runs[SLOW]["group"]["group"] == {"group": "gru-char"} and runs[SLOW]["group"]["size"] == len(RNN)
+    assert runs[SLOW]["group"]["baseline_name"] == "rnn_sgdr_restarts" and runs[SLOW]["group"]["rule"] == "marked"
+    assert _level(runs[SLOW], "slow-convergence") == "warning"
+    by_config = _runs(_scan("rnn", tmp_path / "c", "--dry-run", "--group-by", "config.model", "--group-by", "config.dataset"))
+    assert by_config[SLOW]["group"]["group"]["config.model"] == "char-gru-h96x1"
+    assert _level(by_config[SLOW], "slow-convergence") == "warning"
+    for name in RNN[1:]:
+        assert by_config[name]["status"] == "ok", name
+    out = _scan("rnn", tmp_path, "--dry-run", "--group-by", "params.model", code=2)
+    assert "group, job_type, sweep or config.NAME" in out
+
+
+def test_an_incremental_rescan_compares_a_changed_run_with_its_whole_group(wandb_env, tmp_path):
+    _rnn(wandb_env.store, "rnn-inc")
+    first = _scan("rnn-inc", tmp_path)
+    assert first["summary"]["analyzed"] == len(RNN)
+    # One sibling logs a new step; the incremental listing lists only it, its group is listed with it.
+    store = wandb_env.store
+    with store.lock:
+        run = next(r for r in store.runs.values() if r.project == "rnn-inc" and r.display_name == "rnn_twin_adam")
+        last = dict(run.history[-1])
+        last["_step"] += 1
+        run.history.append(last)
+        from datetime import datetime, timezone
+        run.updated_at = run.heartbeat_at = datetime.now(timezone.utc)
+    second = _scan("rnn-inc", tmp_path)
+    assert second["summary"]["listed"] == len(RNN) and second["summary"]["analyzed"] == len(RNN)
+    assert _level(_runs(second)[SLOW], "slow-convergence") == "warning"
+
+
+def test_a_sweep_summary_reaches_the_projects_report(wandb_env, tmp_path):
+    entries = json.loads((lofo.TORCH / "sweep" / "manifest.json").read_text())
+    for e in entries:
+        _add(wandb_env.store, "sweep", e["name"], lofo.TORCH / "sweep" / e["file"], group="lr-batch",
+             config={"lr": e["config"]["lr"], "batch_size": e["config"]["batch_size"]})
+    doc = _scan("sweep", tmp_path)
+    (sweep,) = doc["sweeps"]
+    assert any(a["key"] == "config.lr" and a["finding"] == "loss-oscillation" and a["relation"] == ">="
+               and float(a["value"]) == 0.3 for a in sweep["associations"]), sweep
+    views = [v for v in wandb_env.store.views.values() if v["projectName"] == "sweep"]
+    assert len(views) == 1 and "every run with config.lr ≥ 0.3 has loss-oscillation" in json.dumps(views[0], ensure_ascii=False)
