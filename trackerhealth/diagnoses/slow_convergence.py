@@ -15,6 +15,15 @@ of the run (a steady crawl that never bends, or a long plateau before a late dro
 init gives), still falling over the second half, calm (swings below ``max_swing`` of the level) and
 smaller than ``back_loaded_max_improvement`` of the start. A healthy loss covers most of its fall early.
 
+**Against its group.** A run analysed with its group (``--group-by``, a W&B group, an MLflow parent
+run) is first measured against the group's baseline: the steps it took to reach the baseline's loss
+at ``baseline_share`` of the baseline's fall. At least ``slower_than_baseline`` times the baseline's
+steps — or that long without reaching it — is slow (evidence ``slower_than_baseline``, and
+``wall_time_vs_baseline`` when both runs log wall time); sooner is not slow, whatever the shape
+rules above say. A run that stopped before that many steps, fell less than ``baseline_min_fall`` of
+its start (never learned: loss-oscillation's case), swings, or starts more than ``comparable_start``
+times above or below the baseline's start (another scale) is judged by the rules above.
+
 **Why it matters.** Typical causes are an initialization that is too small (activations saturate),
 unnormalized input features, or an optimizer set up too timidly (a tiny learning rate, a huge Adam
 epsilon). The run burns compute for a model that is barely better than its start.
