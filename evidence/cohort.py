@@ -15,6 +15,7 @@ one differ most plainly).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from functools import lru_cache
@@ -35,13 +36,17 @@ GROUP_BY = ("model", "dataset")
 
 @lru_cache(maxsize=1)
 def everything() -> tuple[tuple[dict, RunHistory], ...]:
-    """Every run of the corpus with its history, scored or not."""
+    """Every run of the corpus with its history, scored or not. A run whose file carries no config
+    (CSV, Parquet) gets its manifest config, as its tracker would hold it (MLflow params, W&B config):
+    ``evidence/cohort_mlflow.py`` logs exactly that as params."""
     out = []
     for entry in manifest.load():
         histories = read_histories(lofo.TORCH / entry["file"])
         if len(histories) != 1:
             raise ValueError(f"{entry['name']}: {entry['file']} holds {len(histories)} runs, expected 1")
-        out.append((entry, histories[0]))
+        h = histories[0]
+        config = {**entry["config"], "model": entry["model"], "dataset": entry["dataset"], **h.ref.config}
+        out.append((entry, RunHistory(dataclasses.replace(h.ref, config=config), {k: h[k] for k in h.keys()}, h.notes)))
     return tuple(out)
 
 

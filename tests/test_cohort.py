@@ -198,3 +198,22 @@ def test_analyze_refuses_a_key_it_cannot_group_by_and_a_baseline_without_groups(
     assert bad.exit_code == 2 and "folder, config.NAME, params.NAME" in bad.output
     lonely = CliRunner().invoke(main, ["analyze", str(tmp_path), "--baseline", "sane-a"])
     assert lonely.exit_code == 2 and "--group-by" in lonely.output
+
+
+def test_a_small_batch_run_is_compared_in_samples_not_steps():
+    # Batch 4 against a batch-32 baseline: 8x the steps for the same data is the same speed.
+    def with_batch(h: RunHistory, batch: int) -> RunHistory:
+        import dataclasses
+
+        return RunHistory(dataclasses.replace(h.ref, config={"model": "cnn", "batch_size": batch}),
+                          {k: h[k] for k in h.keys()}, h.notes)
+
+    team = [with_batch(_history("sane-a", _decay(40, seed=1)), 32), with_batch(_history("sane-b", _decay(45, seed=2)), 32),
+            with_batch(_history("batch-4", _decay(320, seed=3)), 4)]
+    reports = _by_name(analyze_groups(team, None, lambda h: (("config.model", "cnn"),)))
+    finding = reports["batch-4"].finding("slow-convergence")
+    assert finding.level == OK and "not slow for this group" in finding.message
+    # The same run without batch sizes in the configs is compared in steps: 8x is slow.
+    plain = _by_name(analyze_groups([_history("sane-a", _decay(40, seed=1)), _history("sane-b", _decay(45, seed=2)),
+                                     _history("batch-4", _decay(320, seed=3))], None, lambda h: (("config.model", "cnn"),)))
+    assert plain["batch-4"].finding("slow-convergence").level == WARNING

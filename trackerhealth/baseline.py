@@ -107,6 +107,7 @@ class RunProfile:
     val_best: float | None = None
     val_final: float | None = None
     step_seconds: float | None = None  # median step time
+    batch_size: int | None = None  # samples per optimizer step, as the run's logged config says
     throughput: float | None = None  # median samples (or tokens) per second
     grad_norm: float | None = None  # median gradient norm
     status: str = ""  # the run's own single-run status
@@ -143,6 +144,7 @@ class Cohort:
     rule: str = ""
     reason: str = ""
     members: tuple[str, ...] = field(default=(), compare=False)  # the group's run ids, in listing order
+    batch_size: int | None = None  # the analysed run's own samples per step (its config), to compare in samples
 
     @property
     def label(self) -> str:
@@ -162,6 +164,16 @@ class Cohort:
         return out
 
 
+def per_step(run_batch: int | None, base_batch: int | None) -> float:
+    """How many of the baseline's steps one of the run's steps is worth in samples: the batch sizes'
+    ratio when both configs give one and they differ, else 1 (steps compared as steps). A batch-4
+    run takes 8 steps for the samples the batch-32 baseline sees in one; counted in steps it would
+    look 8x slow while it learns as fast from the data."""
+    if run_batch and base_batch and run_batch != base_batch:
+        return run_batch / base_batch
+    return 1.0
+
+
 @dataclass(frozen=True)
 class Reach:
     """How long a run took to reach one of the baseline's loss levels, against the baseline."""
@@ -176,8 +188,9 @@ class Reach:
     seconds: float = float("nan")
 
 
-def reaches(run: Curve, base: Curve, shares: tuple[float, ...]) -> list[Reach]:
-    """For each share of the baseline's fall, when the baseline and the run got to that loss."""
+def reaches(run: Curve, base: Curve, shares: tuple[float, ...], scale: float = 1.0) -> list[Reach]:
+    """For each share of the baseline's fall, when the baseline and the run got to that loss;
+    ``scale`` (:func:`per_step`) turns the run's steps into the baseline's for the ratio."""
     fall = base.start - base.best
     out: list[Reach] = []
     if not fall > 0:
@@ -190,9 +203,9 @@ def reaches(run: Curve, base: Curve, shares: tuple[float, ...]) -> list[Reach]:
         b_steps, b_secs = got
         mine = run.reached(level)
         if mine is None:
-            out.append(Reach(share, level, b_steps, None, run.length / b_steps, False, b_secs))
+            out.append(Reach(share, level, b_steps, None, scale * run.length / b_steps, False, b_secs))
         else:
-            out.append(Reach(share, level, b_steps, mine[0], mine[0] / b_steps, True, b_secs, mine[1]))
+            out.append(Reach(share, level, b_steps, mine[0], scale * mine[0] / b_steps, True, b_secs, mine[1]))
     return out
 
 

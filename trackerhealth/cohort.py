@@ -14,12 +14,14 @@ scripts call :func:`analyze_groups`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from .baseline import DRAWN_ROLES, FINAL_SHARE, HEALTHIEST, MARKED, Cohort, RunProfile, curve
+from . import config_facts
 from .config import Config
 from .engine import analyze
 from .roles import RoleView, resolve
@@ -93,6 +95,7 @@ def profile(view: RoleView, report: HealthReport, *, finished: bool = True, mark
         val_best=float(np.min(val.values)) if has_val else None,
         val_final=_final(val.values) if has_val else None,
         step_seconds=_median(view.series("step_time")), throughput=_median(view.series("throughput")),
+        batch_size=_batch_size(view.ref.config),
         grad_norm=_median(view.series("grad_norm")), status=report.status, finished=finished, marked=marked,
         curves=tuple((role, c) for role in DRAWN_ROLES if (c := curve(view.series(role))) is not None))
 
@@ -138,7 +141,7 @@ def cohorts(profiles: Sequence[RunProfile], keys: Mapping[str, GroupKey | None])
             base, rule, reason = choose_baseline(members)
             cohort = Cohort(key, len(members), base, rule, reason, ids)
         for p in members:
-            out[p.run_id] = cohort
+            out[p.run_id] = dataclasses.replace(cohort, batch_size=p.batch_size)
     return out
 
 
@@ -173,6 +176,15 @@ def analyze_groups(histories: Sequence[RunHistory], config: Config | None,
                                          if key is not None else Cohort((), 1, reason=NO_KEY))
         out.append(analyze(h, config, cohort=cohort))
     return out
+
+
+def _batch_size(config: Mapping) -> int | None:
+    """Samples per optimizer step as the run's config says (None: not said, or unreadable)."""
+    try:
+        found = config_facts.facts(config).batch_size
+    except Exception:  # noqa: BLE001 - a config it cannot read compares steps as steps, never fails the run
+        return None
+    return int(found.value) if found is not None else None
 
 
 def _median(s: Series | None) -> float | None:

@@ -18,7 +18,8 @@ smaller than ``back_loaded_max_improvement`` of the start. A healthy loss covers
 **Against its group.** A run analysed with its group (``--group-by``, a W&B group, an MLflow parent
 run) is first measured against the group's baseline: the steps it took to reach the baseline's loss
 at ``baseline_share`` of the baseline's fall. At least ``slower_than_baseline`` times the baseline's
-steps — or that long without reaching it — is slow (evidence ``slower_than_baseline``, and
+steps — or that long without reaching it — is slow (counted in samples when both configs give a
+batch size and they differ: a batch-4 step sees an eighth of a batch-32 step's data) (evidence ``slower_than_baseline``, and
 ``wall_time_vs_baseline`` when both runs log wall time); sooner is not slow, whatever the shape
 rules above say. A run that stopped before that many steps, fell less than ``baseline_min_fall`` of
 its start (never learned: loss-oscillation's case), swings, or starts more than ``comparable_start``
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stats
-from ..baseline import comparable, curve, reaches
+from ..baseline import comparable, curve, per_step, reaches
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
@@ -130,7 +131,8 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
     mine = curve(history.series("train_loss"))
     if mine is not None and not comparable(mine, cohort.baseline.loss, thresholds.comparable_start):
         return None  # another scale (loss weights, units): the baseline's levels mean nothing here
-    got = reaches(mine, cohort.baseline.loss, (thresholds.baseline_share,)) if mine is not None else []
+    scale = per_step(cohort.batch_size, cohort.baseline.batch_size)
+    got = reaches(mine, cohort.baseline.loss, (thresholds.baseline_share,), scale) if mine is not None else []
     if not got:
         return None
     r, base, key = got[0], cohort.baseline, history.key("train_loss")
@@ -146,17 +148,19 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
     if fell < thresholds.baseline_min_fall or not calm:
         return None
     detail = (f"loss {c.fmt(r.level)}: the baseline {base.name} got there in {c.fmt_step(r.baseline_steps)} steps, this run "
-              + (f"in {c.fmt_step(r.steps)}" if r.reached else f"not in {c.fmt_step(mine.length)}"))
+              + (f"in {c.fmt_step(r.steps)}" if r.reached else f"not in {c.fmt_step(mine.length)}")
+              + (f"; counted in samples (batch {cohort.batch_size} against {base.batch_size})" if scale != 1 else ""))
     evidence = [Evidence(key, r.ratio, thresholds.slower_than_baseline, mine.first_step, mine.steps[-1], "slower_than_baseline", detail)]
     if r.reached and np.isfinite(r.seconds) and np.isfinite(r.baseline_seconds) and r.baseline_seconds > 0:
         evidence.append(Evidence(key, r.seconds / r.baseline_seconds, None, mine.first_step, mine.first_step + r.steps,
                                  "wall_time_vs_baseline", f"{c.fmt(r.seconds)} s against the baseline's {c.fmt(r.baseline_seconds)} s"))
+    unit = "steps" if scale == 1 else f"samples (batch {cohort.batch_size} against {base.batch_size})"
     if r.reached:
-        message = (f"{key} took {c.fmt(r.ratio)}x the steps of {than} to reach {c.fmt(r.level)}, half of the baseline's fall "
+        message = (f"{key} took {c.fmt(r.ratio)}x the {unit} of {than} to reach {c.fmt(r.level)}, half of the baseline's fall "
                    f"({c.fmt_step(r.steps)} steps against {c.fmt_step(r.baseline_steps)}).")
     else:
         message = (f"{key} has not reached {c.fmt(r.level)}, half of the fall of {than}, in its {c.fmt_step(mine.length)} steps: "
-                   f"more than {c.fmt(r.ratio)}x the {c.fmt_step(r.baseline_steps)} steps the baseline needed.")
+                   f"more than {c.fmt(r.ratio)}x the {unit} the baseline needed ({c.fmt_step(r.baseline_steps)} steps).")
     return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
 
 
