@@ -150,3 +150,31 @@ def test_ray_local_on_a_database_store_matches_one_process_and_rescans_for_free(
     s = again["summary"]
     assert (s["reused"], s["analyzed"], s["fetched_points"]) == (len(ids), 0, 0)
     assert _health(again) == _health(on_ray)
+
+
+def test_a_grouped_scan_on_ray_gives_what_one_process_gives(ray_cluster, mlflow_server, client, experiment, cache_dir,
+                                                            tmp_path):
+    """Both passes over a group run as Ray tasks (the first only analyses and profiles; the baseline's
+    profile travels to the second): the same groups, baselines and findings as one process."""
+    from evidence import lofo
+    from evidence.torch import manifest as torch_manifest
+    from trackerhealth.adapters.files import read_histories
+
+    exp_id, exp_name = experiment
+    slow = "rnn_lr_too_low"
+    for name in (slow, "rnn_twin_adam", "rnn_warmup_cosine", "rnn_sgdr_restarts"):
+        entry = next(e for e in torch_manifest.load() if e["name"] == name)
+        (history,) = read_histories(lofo.TORCH / entry["file"])
+        log_history(client, exp_id, history, name, params={"model": entry["model"], "dataset": entry["dataset"]})
+    base = ["--mlflow-uri", mlflow_server.url, "-e", exp_name, "--format", "json", "--full", "--fail-on", "never",
+            "--dry-run", "--group-by", "params.model", "--group-by", "params.dataset"]
+    on_ray = scan_cli([*base, "--cache-dir", str(cache_dir), "--ray", ray_cluster.address, "--workers", "2"])
+    local = scan_cli([*base, "--cache-dir", str(tmp_path / "other-cache")])
+    assert on_ray.exit_code == 0 and local.exit_code == 0, (on_ray.output, local.output)
+    ray_doc, local_doc = json_out(on_ray), json_out(local)
+    assert _health(ray_doc) == _health(local_doc)
+    groups = {r["run"]["name"]: {k: v for k, v in r["group"].items() if k != "baseline_curves"} for r in ray_doc["runs"]}
+    assert groups == {r["run"]["name"]: {k: v for k, v in r["group"].items() if k != "baseline_curves"}
+                      for r in local_doc["runs"]}
+    slow_run = next(r for r in ray_doc["runs"] if r["run"]["name"] == slow)
+    assert [f["level"] for f in slow_run["findings"] if f["id"] == "slow-convergence"] == ["warning"]
