@@ -126,3 +126,14 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     # Macro-F1 falls (0.86 alone, 0.80 grouped): baseline-regression's one false alarm, a healthy
     # batch-4 run that ends at 10.8x its baseline's loss, makes its row an F1 of 0.
     assert grouped["grouped"]["baseline-regression"]["fp"] <= 1 and grouped["grouped_macro_f1"] >= 0.79
+
+
+def test_a_starved_run_is_measured_against_its_groups_baseline():
+    from evidence import cohort
+
+    reports = cohort.grouped_reports()
+    finding = reports["regression_slow_loader"].finding("input-bottleneck")
+    evidence = {e.code: e.observed for e in finding.evidence}
+    # The sleeping loader's real throughput, against the group's baseline (measured, never derived).
+    assert finding.is_problem and evidence["throughput_vs_baseline"] < 0.5 and evidence["step_time_vs_baseline"] > 2
+    assert "throughput is" in finding.message and "the group's baseline" in finding.message

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .schema import Series
+from .schema import Evidence, Series
 
 # Bins of a profile's loss curve: fine enough to place "when did it reach this level" within 1 %
 # of the run, coarse enough that a profile stays a few kB however long the run.
@@ -215,6 +215,26 @@ def comparable(run: Curve, base: Curve, factor: float) -> bool:
     if not (run.start > 0 and base.start > 0):
         return False
     return 1 / factor <= run.start / base.start <= factor
+
+
+# The run's level against its baseline's for each pace and gradient measure a profile keeps:
+# (profile field, role, evidence code, what it is).
+RELATIVE = (("step_seconds", "step_time", "step_time_vs_baseline", "median step time"),
+            ("throughput", "throughput", "throughput_vs_baseline", "median throughput"),
+            ("grad_norm", "grad_norm", "grad_norm_vs_baseline", "median gradient norm"))
+
+
+def relative_evidence(own: dict[str, tuple[str, float]], base: RunProfile) -> list[Evidence]:
+    """Evidence of the run's medians against the baseline's (``own``: role → (key, median)), for
+    each measure both logged: observed is the run's median over the baseline's (no threshold)."""
+    out = []
+    for attr, role, code, what in RELATIVE:
+        theirs = getattr(base, attr)
+        if role in own and theirs:
+            key, mine = own[role]
+            out.append(Evidence(key, mine / theirs, None, None, None, code,
+                                f"{what} {mine:.4g} against the baseline {base.name}'s {theirs:.4g}"))
+    return out
 
 
 def _json_float(x: float) -> float | None:

@@ -7,6 +7,7 @@ import numpy as np
 from ..roles import RoleView
 from ..schema import CRITICAL, OK, SKIPPED, WARNING, Evidence, Finding, Series
 from .. import stats
+from ..baseline import relative_evidence
 
 
 def fmt(x: float | None) -> str:
@@ -76,6 +77,22 @@ def judged_loss(view: RoleView, min_points: int) -> tuple[Series | None, str]:
     if len(loss) < min_points:
         return None, f"only {len(loss)} finite train-loss points after warm-up; need {min_points}"
     return loss, ""
+
+
+def against_baseline(view: RoleView, roles: tuple[str, ...]) -> list[Evidence]:
+    """The run's medians of ``roles`` against its group baseline's (:func:`trackerhealth.baseline.relative_evidence`);
+    empty for a run analysed alone or that is its group's baseline."""
+    cohort = view.cohort
+    if cohort is None or cohort.baseline is None or cohort.is_baseline(view.ref.id):
+        return []
+    own = {}
+    for role in roles:
+        s = view.series(role)
+        if s is not None:
+            v = s.values[np.isfinite(s.values)]
+            if len(v):
+                own[role] = (view.key(role), float(np.median(v)))
+    return relative_evidence(own, cohort.baseline)
 
 
 def start_level(values, head: float, early_rise: float) -> float:

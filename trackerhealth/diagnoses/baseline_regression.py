@@ -6,8 +6,8 @@ healthiest finished run (``trackerhealth.cohort.choose_baseline``). The run's fi
 median of the last tenth of its val loss when both runs log one, else of its training loss — is
 compared with the baseline's: the run is worse when it ends at ``times_worse`` (an order of
 magnitude) the baseline's final level or more, and the gap is at least ``min_gap`` of the baseline's starting loss (two
-losses near zero are not "twice as bad"). The evidence also gives the best val loss against the
-baseline's. Another problem on the same run (slow convergence, overfitting, a blow-up…) explains the
+losses near zero are not "twice as bad"). The evidence also gives the best val loss, the median step
+time, throughput and gradient norm against the baseline's. Another problem on the same run (slow convergence, overfitting, a blow-up…) explains the
 regression and is the finding that is tagged (``trackerhealth/explain.py``); this one stands alone
 only when nothing else says why. A run compared alone, or in a group with no healthy finished run,
 is skipped, with that reason.
@@ -83,6 +83,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         best = float(np.min(val.finite().values))
         evidence.append(Evidence(history.key("val_loss"), best / base.val_best if base.val_best > 0 else float("nan"), None,
                                  None, None, "best_val_vs_baseline", f"best val loss {c.fmt(best)} against {c.fmt(base.val_best)}"))
+    # The pace and gradient level against the baseline's, for the reader (no threshold): a regression
+    # with a slower step or a larger gradient says where to look.
+    evidence += c.against_baseline(history, ("step_time", "throughput", "grad_norm"))
     if ratio >= thresholds.times_worse and gap >= thresholds.min_gap:
         message = (f"{metric} ended at {c.fmt(mine)}, {c.fmt(ratio)}x the final {c.fmt(theirs)} of the group's baseline "
                    f"{base.name} (group {cohort.label}).")

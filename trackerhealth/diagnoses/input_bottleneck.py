@@ -8,7 +8,9 @@ times from ``data_time`` and ``compute_time`` (or ``step_time − data_time``), 
 states. The first ``skip_start`` share of the run is ignored (start-up is always slow). With only
 one side logged, the finding is a warning that says which metric would confirm it; critical needs
 both sides and utilization below ``critical_gpu_util`` or data time at least
-``critical_data_factor`` × ``data_over_compute`` × compute.
+``critical_data_factor`` × ``data_over_compute`` × compute. A run analysed with its group gets the
+run's median step time and throughput against the baseline's as evidence
+(``step_time_vs_baseline``, ``throughput_vs_baseline``).
 
 **Why it matters.** Every idle percent of the accelerator is paid for and wasted.
 """
@@ -121,4 +123,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         confirm = " Log GPU utilization (system metrics) to see how idle the accelerator is."
     text = " and ".join(said)
     message = text[0].upper() + text[1:] + ": the accelerator is waiting for input." + confirm
-    return c.problem(_SELF, critical, message, RECOMMENDATION, evidence)
+    # Against its group's baseline: how much slower each step is, and how much less data flows.
+    relative = c.against_baseline(history, ("step_time", "throughput"))
+    pace = next((e for e in relative if e.code == "throughput_vs_baseline"), None)
+    if pace is not None and pace.observed < 1:
+        message += f" Its throughput is {c.fmt(pace.observed)}x the group's baseline's."
+    return c.problem(_SELF, critical, message, RECOMMENDATION, evidence + relative)
