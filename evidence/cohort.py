@@ -16,10 +16,8 @@ one differ most plainly).
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from functools import lru_cache
-from pathlib import Path
 
 from trackerhealth.adapters.files import read_histories
 from trackerhealth.cohort import analyze_groups
@@ -105,9 +103,7 @@ def main(argv: list[str]) -> int:
     for label, base in result["baselines"]:
         print(f"- group {label}: baseline {base}")
     if "--write" in argv:
-        clean = {k: v for k, v in result.items() if not k.startswith("_")}
-        RESULT.write_text(json.dumps(clean, indent=1, sort_keys=True) + "\n")
-        print(f"wrote {RESULT}")
+        print(f"wrote {score.record(result, RESULT)}")
     return 0
 
 

@@ -201,9 +201,7 @@ def main(argv: list[str]) -> int:
     for cause, fams in result["cause_coverage"].items():
         print(f"- {cause}: {len(fams)} ({', '.join(fams) or 'none'})")
     if "--write" in argv:
-        clean = {k: v for k, v in result.items() if not k.startswith("_")}
-        RESULT.write_text(json.dumps(clean, indent=1, sort_keys=True) + "\n")
-        print(f"wrote {RESULT}")
+        print(f"wrote {score.record(result, RESULT)}")
     return 0
 
 

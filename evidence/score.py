@@ -13,6 +13,7 @@ is the label. ``strict=True`` skips this: only the label itself counts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -75,6 +76,14 @@ def macro_f1(cases: Sequence[Case]) -> float:
 def healthy_flagged(cases: Iterable[Case]) -> tuple[int, int]:
     healthy = [c for c in cases if not c.labels]
     return sum(1 for c in healthy if c.wrong), len(healthy)
+
+
+def record(result: dict, path) -> str:
+    """Write ``result`` (its keys that do not start with ``_``: those hold live objects) as the JSON
+    a test re-derives; returns the path."""
+    clean = {k: v for k, v in result.items() if not k.startswith("_")}
+    path.write_text(json.dumps(clean, indent=1, sort_keys=True) + "\n")
+    return str(path)
 
 
 def render(cases: Sequence[Case], title: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from click.testing import CliRunner
 from contract.corpus import rows_of
 
