@@ -217,3 +217,17 @@ def test_a_small_batch_run_is_compared_in_samples_not_steps():
     plain = _by_name(analyze_groups([_history("sane-a", _decay(40, seed=1)), _history("sane-b", _decay(45, seed=2)),
                                      _history("batch-4", _decay(320, seed=3))], None, lambda h: (("config.model", "cnn"),)))
     assert plain["batch-4"].finding("slow-convergence").level == WARNING
+
+
+def test_report_group_by_draws_each_runs_baseline_and_groups_the_overview(tmp_path):
+    pytest.importorskip("plotly")
+    (tmp_path / "logs").mkdir()
+    _write_team(tmp_path / "logs")
+    out = tmp_path / "report"
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "logs"), "--group-by", "folder", "--html", f"{out}/"])
+    assert result.exit_code == 0, result.output
+    index = (out / "index.html").read_text()
+    assert ">Group</button>" in index and index.count('title="the group') == 1
+    pages = {p.name: p.read_text() for p in (out / "runs").glob("*.html")}
+    slow = next(text for name, text in pages.items() if "lr-too-low" in name)
+    assert 'id="run-group"' in slow and '"baseline":' in slow  # the baseline's curves are in its figures

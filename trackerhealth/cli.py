@@ -151,17 +151,12 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
 def _grouped_reports(histories, config, group_by, baselines):
     """Each run analysed with its group (``--group-by``, :mod:`trackerhealth.cohort`), and the
     sweep summary of every group of ten or more."""
-    from .cohort import GroupingError, analyze_groups, check_file_keys, file_values, group_key
-    from .sweeps import summarize_groups
+    from .cohort import GroupingError, analyze_files
 
     try:
-        check_file_keys(group_by)
-        values = {h.ref.id: file_values(h.ref) for h in histories}
-        keys = {run_id: group_key(v, group_by) for run_id, v in values.items()}
-        reports = analyze_groups(histories, config, lambda h: keys[h.ref.id], baselines)
+        return analyze_files(histories, config, group_by, baselines)
     except GroupingError as exc:
         die(str(exc))
-    return reports, summarize_groups(reports, keys, values)
 
 
 def _lake_reports(paths, config, ray_address):

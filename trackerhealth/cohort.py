@@ -187,6 +187,20 @@ def _batch_size(config: Mapping) -> int | None:
     return int(found.value) if found is not None else None
 
 
+def analyze_files(histories: Sequence[RunHistory], config: Config | None, group_by: Sequence[str],
+                  baselines: Sequence[str] = ()) -> tuple[list[HealthReport], tuple]:
+    """Local runs analysed with their groups (``analyze`` and ``report`` with ``--group-by``):
+    the reports and the sweep summaries. Raises :class:`GroupingError` for a key or baseline that
+    cannot work."""
+    from .sweeps import summarize_groups
+
+    check_file_keys(group_by)
+    values = {h.ref.id: file_values(h.ref) for h in histories}
+    keys = {run_id: group_key(v, group_by) for run_id, v in values.items()}
+    reports = analyze_groups(histories, config, lambda h: keys[h.ref.id], baselines)
+    return reports, summarize_groups(reports, keys, values)
+
+
 def _median(s: Series | None) -> float | None:
     if s is None:
         return None

@@ -40,7 +40,11 @@ HTML_SUFFIXES = (".html", ".htm")
 @loss_key_option
 @config_option
 @click.option("--step-column", default=None, help="Name of the step column in wide tables, when it is not step/global_step/iteration.")
-def report(paths, html_arg, markdown_path, fail_on, loss_key, config_path, step_column) -> None:
+@click.option("--group-by", "group_by", multiple=True, metavar="KEY",
+              help="Compare runs within groups of equal values of KEY (folder, config.NAME, params.NAME; repeatable): "
+                   "each dashboard draws its group's baseline, the overview lists runs by group and the sweeps.")
+@click.option("--baseline", "baselines", multiple=True, metavar="RUN", help="With --group-by: the run its group is compared with.")
+def report(paths, html_arg, markdown_path, fail_on, loss_key, config_path, step_column, group_by, baselines) -> None:
     """Write interactive health dashboards for training logs (any input `analyze` takes).
 
     Each dashboard is one self-contained HTML file (works offline, no external request): the score
@@ -70,8 +74,20 @@ def report(paths, html_arg, markdown_path, fail_on, loss_key, config_path, step_
     except dashboard.DashboardDependencyError as exc:
         die(str(exc))
 
+    if baselines and not group_by:
+        die("--baseline names the run a group is compared with: add --group-by KEY (folder, config.NAME)")
     histories, errors = read_paths(paths, step_column=step_column)
-    runs = [(h, analyze(h, config)) for h in histories]
+    sweeps = ()
+    if group_by:
+        from .cohort import GroupingError, analyze_files
+
+        try:
+            grouped, sweeps = analyze_files(histories, config, group_by, baselines)
+        except GroupingError as exc:
+            die(str(exc))
+        runs = list(zip(histories, grouped))
+    else:
+        runs = [(h, analyze(h, config)) for h in histories]
 
     if not runs:
         echo_errors(errors)
@@ -88,7 +104,7 @@ def report(paths, html_arg, markdown_path, fail_on, loss_key, config_path, step_
             links = {rep.run.id: html_path.name}
             wrote = f"wrote {html_path}"
         else:
-            written = dashboard.write_report_dir(html_path, runs, config, errors=errors)
+            written = dashboard.write_report_dir(html_path, runs, config, errors=errors, sweeps=sweeps)
             links = {rid: str(p.relative_to(html_path)) for rid, p in written.items() if rid not in ("index", "summary")}
             wrote = f"wrote {len(runs)} dashboard(s) and the overview {written['index']}"
     except OSError as exc:

@@ -129,10 +129,10 @@ def dashboard_filename(ref: RunRef) -> str:
 
 
 def write_report_dir(directory: str | os.PathLike, runs: Iterable[tuple[RunHistory, HealthReport]], config=None,
-                     title: str = "Training health", errors: Sequence[Mapping[str, Any]] = ()) -> dict[str, Path]:
+                     title: str = "Training health", errors: Sequence[Mapping[str, Any]] = (), sweeps=()) -> dict[str, Path]:
     """Write every run's dashboard under ``directory/runs/``, one shared ``plotly.min.js``, the
-    overview as ``index.html`` and its Markdown twin as ``summary.md``. Returns ``{"index",
-    "summary", <run id>: dashboard path, …}``."""
+    overview as ``index.html`` (with ``sweeps``, the sweep summaries) and its Markdown twin as
+    ``summary.md``. Returns ``{"index", "summary", <run id>: dashboard path, …}``."""
     directory = Path(directory)
     links: dict[str, str] = {}
     written: dict[str, Path] = {}
@@ -142,7 +142,7 @@ def write_report_dir(directory: str | os.PathLike, runs: Iterable[tuple[RunHisto
         links[report.run.id] = rel
         written[report.run.id] = directory / rel
         reports.append(report)
-    _write_text(directory / "index.html", render_overview_html(reports, links, title=title, errors=errors))
+    _write_text(directory / "index.html", render_overview_html(reports, links, title=title, errors=errors, sweeps=sweeps))
     _write_text(directory / "summary.md", render_overview_markdown(reports, links, errors))
     written["index"] = directory / "index.html"
     written["summary"] = directory / "summary.md"
