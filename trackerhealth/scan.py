@@ -342,7 +342,7 @@ def run_workers_for(workers: int) -> int:
 def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None = None, *, workers: int = 4,
          dry_run: bool = False, progress: Callable[[int, int, ScanSummary], None] | None = None,
          engine: Engine | None = None, reuse: ReuseStore | None = None, group_by: Sequence[str] | None = None,
-         baselines: Sequence[str] = ()) -> ScanResult:
+         baselines: Sequence[str] = (), baselines_elsewhere: bool = False) -> ScanResult:
     """Scan every run the adapter lists, write each one's health (when there is a writer), then
     let the writer finish (project-wide views) and the adapter remember a complete scan.
 
@@ -354,7 +354,9 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
     adapter's :attr:`~Adapter.default_group_by`, the first a run has). A group of two or more is
     analysed twice: each run alone first (its profile and status choose the baseline,
     :func:`trackerhealth.cohort.choose_baseline`), then with its :class:`Cohort`, and only then
-    written. ``baselines``: run ids or names the user marks as their group's baseline.
+    written. ``baselines``: run ids or names the user marks as their group's baseline; one the
+    listing lacks is a :class:`SelectionError`, unless ``baselines_elsewhere`` (a fleet scan: it
+    may be another project's).
 
     Listing errors (unreachable, bad selection) propagate: there is nothing to scan. Everything
     after the listing fails per run. The caller owns the adapter and the engine, and closes them.
@@ -364,7 +366,7 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
     runs: Sequence[TrackedRun] = list(adapter.with_siblings(adapter.list_runs(), group_by))
     tally = _Tally(listed=len(runs), dry_run=dry_run, read_only=writer is None)
     writing = writer is not None and not dry_run
-    keys, marked, values = _groups(adapter, runs, group_by, baselines)
+    keys, marked, values = _groups(adapter, runs, group_by, baselines, baselines_elsewhere)
     sizes: dict[cohorts_.GroupKey, int] = {}
     for key in keys.values():
         if key is not None:
@@ -441,7 +443,8 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
 
 
 def _groups(adapter: Adapter, runs: Sequence[TrackedRun], group_by: Sequence[str] | None,
-            baselines: Sequence[str]) -> tuple[dict[str, cohorts_.GroupKey | None], set[str], dict[str, Mapping[str, str]]]:
+            baselines: Sequence[str], elsewhere: bool = False
+            ) -> tuple[dict[str, cohorts_.GroupKey | None], set[str], dict[str, Mapping[str, str]]]:
     """Each run's group key (None: compared alone), the ids of the runs marked as baselines, and
     each run's group values (with its configuration where a key or a sweep summary needs it)."""
     config_keys = bool(group_by) and any(k.startswith(CONFIG_PREFIXES) for k in group_by)
@@ -463,7 +466,7 @@ def _groups(adapter: Adapter, runs: Sequence[TrackedRun], group_by: Sequence[str
     wanted = set(baselines)
     named = {run.ref.id for run in runs if run.ref.id in wanted or run.ref.name in wanted}
     unknown = wanted - {run.ref.id for run in runs} - {run.ref.name for run in runs}
-    if unknown:
+    if unknown and not elsewhere:
         raise SelectionError(f"--baseline {', '.join(sorted(unknown))}: no such run among the {len(runs)} listed; "
                              "pass the id or name of a run the selection lists")
     return keys, named | {run.ref.id for run in runs if adapter.marked_baseline(run)}, values

@@ -302,7 +302,7 @@ def _scan_with(job: _Job, targets: list[_Target], writer_options: dict, list_err
                 reuse = ReuseStore(job.cache, adapter.scope, key) if job.reuse else None
                 result = run_scan(adapter, writer, job.config, workers=job.workers, dry_run=job.dry_run,
                                   progress=job.bar, engine=engine, reuse=reuse, group_by=job.group_by,
-                                  baselines=job.baselines)
+                                  baselines=job.baselines, baselines_elsewhere=len(targets) > 1)
                 notes.extend(_project_notes(adapter, result))
             except (SelectionError, TrackerUnreachable, *list_errors) as exc:
                 if len(targets) == 1:
@@ -321,7 +321,14 @@ def _scan_with(job: _Job, targets: list[_Target], writer_options: dict, list_err
         if engine is not None:
             engine.close()
     merged = combine(results)
+    notes.extend(_unmatched_baselines(job.baselines, merged) if len(targets) > 1 else [])
     return merged, [*merged.notes, *notes], per_project if len(targets) > 1 else None
+
+
+def _unmatched_baselines(baselines, result) -> list[str]:
+    """A fleet scan's --baseline that no project's runs matched (each project checks only its own)."""
+    seen = {r.run.id for r in result.reports} | {r.run.name for r in result.reports}
+    return [f"--baseline {b} matched no run in any of the projects scanned" for b in baselines if b not in seen]
 
 
 def _project_notes(adapter, result) -> list[str]:

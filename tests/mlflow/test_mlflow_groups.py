@@ -165,3 +165,16 @@ def test_a_sweeps_summary_names_the_learning_rates_that_oscillate(mlflow_server,
     table = scan_cli(["--mlflow-uri", mlflow_server.url, "-e", exp_name, "--cache-dir", str(cache_dir), "--dry-run",
                       "--fail-on", "never"])
     assert f"sweep parent={parent} ({len(entries)} runs):" in table.output, table.output[-3000:]
+
+
+def test_a_fleet_scans_baseline_is_looked_for_in_every_project(mlflow_server, client, team, cache_dir):
+    _, exp_name, ids = team
+    other = client.create_experiment(f"{exp_name}-other")
+    _log(client, other, "rnn_twin_adam")
+    result = scan_cli(["--mlflow-uri", mlflow_server.url, "-e", exp_name, "-e", f"{exp_name}-other", "--format", "json",
+                       "--cache-dir", str(cache_dir), "--fail-on", "never", "--dry-run", *GROUP,
+                       "--baseline", "transformer_step_decay", "--baseline", "nowhere"])
+    assert result.exit_code == 0, result.output
+    runs = _runs(json_out(result))
+    assert runs[TRANSFORMER[0]]["group"]["baseline_name"] == "transformer_step_decay"
+    assert "--baseline nowhere matched no run in any of the projects scanned" in result.output
