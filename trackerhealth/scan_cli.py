@@ -128,7 +128,7 @@ def _ui_url(ctx, param, value):
 @click.option("--group-by", "group_by", multiple=True, metavar="KEY",
               help="Compare runs within groups of equal values of KEY (repeatable: the group is the tuple). W&B: "
                    "group, job_type, sweep, config.NAME; MLflow: params.NAME, tags.NAME, parent. Default: W&B's group "
-                   "(then sweep, then job type), MLflow's parent run.")
+                   "(else sweep), MLflow's parent run.")
 @click.option("--baseline", "baselines", multiple=True, metavar="RUN_ID",
               help="The run (id or name) its group is compared with (repeatable: one per group); else a run tagged "
                    "trackerhealth:baseline (W&B) or trackerhealth.baseline=true (MLflow), else the group's healthiest "

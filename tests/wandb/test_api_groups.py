@@ -99,3 +99,13 @@ def test_a_sweep_summary_reaches_the_projects_report(wandb_env, tmp_path):
                and float(a["value"]) == 0.3 for a in sweep["associations"]), sweep
     views = [v for v in wandb_env.store.views.values() if v["projectName"] == "sweep"]
     assert len(views) == 1 and "every run with config.lr ≥ 0.3 has loss-oscillation" in json.dumps(views[0], ensure_ascii=False)
+
+
+def test_a_shared_job_type_alone_groups_nothing_unless_asked(wandb_env, tmp_path):
+    # Every run says job_type "train" and no group: by default each is analysed alone.
+    _rnn(wandb_env.store, "jobs", group=None)
+    runs = _runs(_scan("jobs", tmp_path, "--dry-run"))
+    assert all("group" not in r for r in runs.values())
+    assert _level(runs[SLOW], "slow-convergence") == "ok"
+    asked = _runs(_scan("jobs", tmp_path / "j", "--dry-run", "--group-by", "job_type"))
+    assert asked[SLOW]["group"]["group"] == {"job_type": "train"} and _level(asked[SLOW], "slow-convergence") == "warning"

@@ -33,7 +33,7 @@ GUIDE = """Runs are scanned by **trackerhealth**; each run carries health tags a
 
 Diagnoses: loss-oscillation, overfitting, nonfinite, slow-convergence, periodic-spikes,
 vanishing-gradients, input-bottleneck, task-imbalance; and, for a run compared with its group (W&B
-group, sweep or job type, or `--group-by config.NAME`), baseline-regression."""
+group or sweep, or `--group-by config.NAME`), baseline-regression."""
 
 
 def _common(run_roles: list[dict], role: str, limit: int = 1) -> list[str]:

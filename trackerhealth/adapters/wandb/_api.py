@@ -303,7 +303,9 @@ class WandbApiAdapter(Adapter):
         return f"{self.app_url}/{self.entity}/{self.project}/runs/{run_id}"
 
     # -- groups ---------------------------------------------------------------------------------
-    default_group_by = ("group", "sweep", "job_type")
+    # Not job_type, though issue #15 named it: "train" is on nearly every run of a project, whatever
+    # its model, and comparing different models' runs would call the smaller ones slow.
+    default_group_by = ("group", "sweep")
 
     def group_values(self, run: WandbApiRun, with_config: bool = False) -> dict[str, str]:
         """``group``, ``sweep`` (its name) and ``job_type`` from the listing; with ``with_config``
