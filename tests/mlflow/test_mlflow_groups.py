@@ -36,9 +36,17 @@ def _log(client, exp_id: str, name: str, **kw) -> str:
 
 
 @pytest.fixture()
-def team(client, experiment):
+def direct(mlflow_server):
+    """The server's own store, for logging: 3x faster than through its REST API, the same rows."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(mlflow_server.db_uri)
+
+
+@pytest.fixture()
+def team(direct, experiment):
     exp_id, exp_name = experiment
-    ids = {name: _log(client, exp_id, name) for name in (*RNN, *TRANSFORMER, LONER)}
+    ids = {name: _log(direct, exp_id, name) for name in (*RNN, *TRANSFORMER, LONER)}
     return exp_id, exp_name, ids
 
 
@@ -119,12 +127,12 @@ def test_a_grouped_scan_writes_the_verdict_and_a_rescan_reuses_or_reanalyses_who
     assert _finding(_runs(third)[SLOW], "slow-convergence")["level"] == "warning"
 
 
-def test_child_runs_of_one_parent_are_a_group_by_default(mlflow_server, client, experiment, cache_dir):
+def test_child_runs_of_one_parent_are_a_group_by_default(mlflow_server, direct, experiment, cache_dir):
     exp_id, exp_name = experiment
-    parent = client.create_run(exp_id, run_name="sweep").info.run_id
-    client.set_terminated(parent)
+    parent = direct.create_run(exp_id, run_name="sweep").info.run_id
+    direct.set_terminated(parent)
     for name in RNN:
-        _log(client, exp_id, name, tags={"mlflow.parentRunId": parent})
+        _log(direct, exp_id, name, tags={"mlflow.parentRunId": parent})
     runs = _runs(_scan(mlflow_server.url, cache_dir, exp_name, "--dry-run"))
     assert runs[SLOW]["group"]["group"] == {"parent": parent} and runs[SLOW]["group"]["size"] == len(RNN)
     assert _finding(runs[SLOW], "slow-convergence")["level"] == "warning"
@@ -136,9 +144,10 @@ def test_child_runs_of_one_parent_are_a_group_by_default(mlflow_server, client, 
 SWEEP = lofo.TORCH / "sweep"
 
 
-def test_a_sweeps_summary_names_the_learning_rates_that_oscillate(mlflow_server, client, experiment, cache_dir):
+def test_a_sweeps_summary_names_the_learning_rates_that_oscillate(mlflow_server, direct, experiment, cache_dir):
     import json
 
+    client = direct
     exp_id, exp_name = experiment
     entries = json.loads((SWEEP / "manifest.json").read_text())
     assert len(entries) >= 12 and len({e["config"]["lr"] for e in entries}) >= 3
@@ -167,10 +176,10 @@ def test_a_sweeps_summary_names_the_learning_rates_that_oscillate(mlflow_server,
     assert f"sweep parent={parent} ({len(entries)} runs):" in table.output, table.output[-3000:]
 
 
-def test_a_fleet_scans_baseline_is_looked_for_in_every_project(mlflow_server, client, team, cache_dir):
+def test_a_fleet_scans_baseline_is_looked_for_in_every_project(mlflow_server, client, direct, team, cache_dir):
     _, exp_name, ids = team
     other = client.create_experiment(f"{exp_name}-other")
-    _log(client, other, "rnn_twin_adam")
+    _log(direct, other, "rnn_twin_adam")
     result = scan_cli(["--mlflow-uri", mlflow_server.url, "-e", exp_name, "-e", f"{exp_name}-other", "--format", "json",
                        "--cache-dir", str(cache_dir), "--fail-on", "never", "--dry-run", *GROUP,
                        "--baseline", "transformer_step_decay", "--baseline", "nowhere"])
