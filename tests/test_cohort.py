@@ -168,7 +168,7 @@ def test_a_cohort_pickles_for_a_ray_worker():
     import pickle
 
     reports = analyze_groups(_team(), None, lambda h: (("config.model", "cnn"),))
-    cohort = Cohort((("config.model", "cnn"),), 4, _profile("x"), "rule", members=("a", "b"))
+    cohort = Cohort((("config.model", "cnn"),), 4, _profile("x"), "rule", batch_size=32)
     assert pickle.loads(pickle.dumps(cohort)) == cohort and reports
 
 

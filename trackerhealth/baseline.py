@@ -13,7 +13,7 @@ never has to.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -68,10 +68,6 @@ class Curve:
         i = int(hit[0])
         return max(self.steps[i] - self.first_step, 1.0), self.seconds[i]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"steps": list(self.steps), "level": list(self.level), "seconds": [_json_float(s) for s in self.seconds],
-                "first_step": self.first_step}
-
 
 def curve(series: Series | None, bins: int = PROFILE_BINS) -> Curve | None:
     """The curve of a loss series up to its first non-finite value, or None with too few points.
@@ -103,7 +99,6 @@ class RunProfile:
     name: str
     loss_key: str | None
     loss: Curve | None
-    val_key: str | None = None
     val_best: float | None = None
     val_final: float | None = None
     step_seconds: float | None = None  # median step time
@@ -123,12 +118,6 @@ class RunProfile:
         out.update(dict(self.curves))
         return {role: {"steps": list(c.steps), "values": list(c.level)} for role, c in out.items()}
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "name": self.name, "loss_key": self.loss_key,
-                "loss": self.loss.to_dict() if self.loss else None, "val_key": self.val_key,
-                "val_best": self.val_best, "val_final": self.val_final, "step_seconds": self.step_seconds,
-                "throughput": self.throughput, "grad_norm": self.grad_norm, "status": self.status}
-
 
 @dataclass(frozen=True)
 class Cohort:
@@ -143,7 +132,6 @@ class Cohort:
     baseline: RunProfile | None = None
     rule: str = ""
     reason: str = ""
-    members: tuple[str, ...] = field(default=(), compare=False)  # the group's run ids, in listing order
     batch_size: int | None = None  # the analysed run's own samples per step (its config), to compare in samples
 
     @property
@@ -178,8 +166,7 @@ def per_step(run_batch: int | None, base_batch: int | None) -> float:
 class Reach:
     """How long a run took to reach one of the baseline's loss levels, against the baseline."""
 
-    share: float  # the level, as the share of the baseline's fall (start → best) it stands for
-    level: float
+    level: float  # the baseline's start minus the asked share of its fall
     baseline_steps: float
     steps: float | None  # None: never reached
     ratio: float  # steps / baseline_steps; when never reached, a lower bound: the run's length / baseline_steps
@@ -203,9 +190,9 @@ def reaches(run: Curve, base: Curve, shares: tuple[float, ...], scale: float = 1
         b_steps, b_secs = got
         mine = run.reached(level)
         if mine is None:
-            out.append(Reach(share, level, b_steps, None, scale * run.length / b_steps, False, b_secs))
+            out.append(Reach(level, b_steps, None, scale * run.length / b_steps, False, b_secs))
         else:
-            out.append(Reach(share, level, b_steps, mine[0], scale * mine[0] / b_steps, True, b_secs, mine[1]))
+            out.append(Reach(level, b_steps, mine[0], scale * mine[0] / b_steps, True, b_secs, mine[1]))
     return out
 
 
@@ -235,7 +222,3 @@ def relative_evidence(own: dict[str, tuple[str, float]], base: RunProfile) -> li
             out.append(Evidence(key, mine / theirs, None, None, None, code,
                                 f"{what} {mine:.4g} against the baseline {base.name}'s {theirs:.4g}"))
     return out
-
-
-def _json_float(x: float) -> float | None:
-    return float(x) if np.isfinite(x) else None

@@ -91,7 +91,6 @@ def profile(view: RoleView, report: HealthReport, *, finished: bool = True, mark
     has_val = val is not None and len(val) > 0
     return RunProfile(
         run_id=view.ref.id, name=view.ref.name, loss_key=view.key("train_loss"), loss=curve(view.series("train_loss")),
-        val_key=view.key("val_loss") if has_val else None,
         val_best=float(np.min(val.values)) if has_val else None,
         val_final=_final(val.values) if has_val else None,
         step_seconds=_median(view.series("step_time")), throughput=_median(view.series("throughput")),
@@ -124,22 +123,17 @@ def choose_baseline(members: Sequence[RunProfile]) -> tuple[RunProfile | None, s
 
 
 def cohorts(profiles: Sequence[RunProfile], keys: Mapping[str, GroupKey | None]) -> dict[str, Cohort]:
-    """Each run's :class:`Cohort`, from every run's profile and group key (by run id)."""
+    """Each grouped run's :class:`Cohort`, from the profiles of the runs with a group key (by run id)."""
     groups: dict[GroupKey, list[RunProfile]] = {}
     out: dict[str, Cohort] = {}
     for p in profiles:
-        key = keys.get(p.run_id)
-        if key is None:
-            out[p.run_id] = Cohort((), 1, reason=NO_KEY)
-        else:
-            groups.setdefault(key, []).append(p)
+        groups.setdefault(keys[p.run_id], []).append(p)
     for key, members in groups.items():
-        ids = tuple(p.run_id for p in members)
         if len(members) == 1:
-            cohort = Cohort(key, 1, reason="a group of one: no other run to compare with", members=ids)
+            cohort = Cohort(key, 1, reason="a group of one: no other run to compare with")
         else:
             base, rule, reason = choose_baseline(members)
-            cohort = Cohort(key, len(members), base, rule, reason, ids)
+            cohort = Cohort(key, len(members), base, rule, reason)
         for p in members:
             out[p.run_id] = dataclasses.replace(cohort, batch_size=p.batch_size)
     return out
