@@ -32,6 +32,20 @@ MARKED = "marked"  # the user marked the baseline (a tag, or --baseline)
 HEALTHIEST = "healthiest"  # chosen by the documented rule (trackerhealth.cohort.choose_baseline)
 
 
+def final_level(values) -> float:
+    """Where a run ended: the median of the last :data:`FINAL_SHARE` of its values."""
+    n = max(1, round(len(values) * FINAL_SHARE))
+    return float(np.median(values[-n:]))
+
+
+def finite_median(series: Series | None) -> float | None:
+    """The median of a series' finite values (None: not logged, or nothing finite)."""
+    if series is None:
+        return None
+    v = series.values[np.isfinite(series.values)]
+    return float(np.median(v)) if len(v) else None
+
+
 @dataclass(frozen=True)
 class Curve:
     """A loss reduced to equal-count bins: each bin's median, last step and last wall time."""
@@ -51,8 +65,7 @@ class Curve:
 
     @property
     def final(self) -> float:
-        n = max(1, round(len(self.level) * FINAL_SHARE))
-        return float(np.median(self.level[-n:]))
+        return final_level(self.level)
 
     @property
     def length(self) -> float:

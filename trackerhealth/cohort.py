@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .baseline import DRAWN_ROLES, FINAL_SHARE, HEALTHIEST, MARKED, Cohort, RunProfile, curve
+from .baseline import DRAWN_ROLES, HEALTHIEST, MARKED, Cohort, RunProfile, curve, final_level, finite_median
 from . import config_facts
 from .config import Config
 from .engine import analyze
 from .roles import RoleView, resolve
-from .schema import CRITICAL, OK, WARNING, HealthReport, RunHistory, RunRef, Series
+from .schema import CRITICAL, OK, WARNING, HealthReport, RunHistory, RunRef
 
 GroupKey = tuple[tuple[str, str], ...]
 # A run's state that can be a baseline: finished, or not said (a local file). Running, crashed and
@@ -34,6 +34,7 @@ FINISHED_STATES = (None, "", "finished", "FINISHED")
 
 
 NO_KEY = "no group: the run has none of the group-by keys"
+GROUP_OF_ONE = "a group of one: no other run to compare with"
 
 
 # The statuses a baseline may have, healthiest first.
@@ -49,6 +50,33 @@ def group_key(values: Mapping[str, str], keys: Sequence[str]) -> GroupKey | None
     if not any(k in values for k in keys):
         return None
     return tuple((k, str(values.get(k, "(none)"))) for k in keys)
+
+
+def group_sizes(keys: Mapping[str, GroupKey | None]) -> dict[GroupKey, int]:
+    """How many runs each group key has (``keys``: run id → group key; None counts for none)."""
+    sizes: dict[GroupKey, int] = {}
+    for key in keys.values():
+        if key is not None:
+            sizes[key] = sizes.get(key, 0) + 1
+    return sizes
+
+
+def grouped_ids(keys: Mapping[str, GroupKey | None]) -> set[str]:
+    """The run ids whose group has two or more runs."""
+    sizes = group_sizes(keys)
+    return {run_id for run_id, key in keys.items() if key is not None and sizes[key] > 1}
+
+
+def alone(key: GroupKey | None) -> Cohort:
+    """The cohort of a run compared with nothing: a group of one, or no group key at all."""
+    return Cohort(key, 1, reason=GROUP_OF_ONE) if key is not None else Cohort((), 1, reason=NO_KEY)
+
+
+def marked_runs(wanted: Sequence[str], refs: Sequence[RunRef]) -> tuple[set[str], set[str]]:
+    """``(ids of the runs named in wanted by id or name, the names that match no run)``."""
+    wanted = set(wanted)
+    named = {r.id for r in refs if r.id in wanted or r.name in wanted}
+    return named, wanted - {r.id for r in refs} - {r.name for r in refs}
 
 
 def default_group_key(values: Mapping[str, str], keys: Sequence[str]) -> GroupKey | None:
@@ -92,10 +120,10 @@ def profile(view: RoleView, report: HealthReport, *, finished: bool = True, mark
     return RunProfile(
         run_id=view.ref.id, name=view.ref.name, loss_key=view.key("train_loss"), loss=curve(view.series("train_loss")),
         val_best=float(np.min(val.values)) if has_val else None,
-        val_final=_final(val.values) if has_val else None,
-        step_seconds=_median(view.series("step_time")), throughput=_median(view.series("throughput")),
+        val_final=final_level(val.values) if has_val else None,
+        step_seconds=finite_median(view.series("step_time")), throughput=finite_median(view.series("throughput")),
         batch_size=_batch_size(view.ref.config),
-        grad_norm=_median(view.series("grad_norm")), status=report.status, finished=finished, marked=marked,
+        grad_norm=finite_median(view.series("grad_norm")), status=report.status, finished=finished, marked=marked,
         curves=tuple((role, c) for role in DRAWN_ROLES if (c := curve(view.series(role))) is not None))
 
 
@@ -130,7 +158,7 @@ def cohorts(profiles: Sequence[RunProfile], keys: Mapping[str, GroupKey | None])
         groups.setdefault(keys[p.run_id], []).append(p)
     for key, members in groups.items():
         if len(members) == 1:
-            cohort = Cohort(key, 1, reason="a group of one: no other run to compare with")
+            cohort = alone(key)
         else:
             base, rule, reason = choose_baseline(members)
             cohort = Cohort(key, len(members), base, rule, reason)
@@ -144,32 +172,21 @@ def analyze_groups(histories: Sequence[RunHistory], config: Config | None,
     """Every history analysed with its group: alone first, then again with its cohort when it is in a
     group of two or more. ``baseline_ids`` marks baselines (a run id or name)."""
     config = config or Config()
-    marks = set(baseline_ids)
     keys = {h.ref.id: key_of(h) for h in histories}
-    sizes: dict[GroupKey, int] = {}
-    for key in keys.values():
-        if key is not None:
-            sizes[key] = sizes.get(key, 0) + 1
-    grouped = [h for h in histories if keys[h.ref.id] is not None and sizes[keys[h.ref.id]] > 1]
-    known = {h.ref.id for h in histories} | {h.ref.name for h in histories}
-    unknown = marks - known
+    grouped = grouped_ids(keys)
+    marks, unknown = marked_runs(baseline_ids, [h.ref for h in histories])
     if unknown:
         raise GroupingError(f"--baseline {', '.join(sorted(unknown))}: no such run among the {len(histories)} read; "
                             "pass a run id or name that the listing shows")
     # Alone first (only the runs with siblings: a group of one is analysed once, below).
     profiles = []
-    for h in grouped:
-        view = resolve(h, config.roles, config.units)
-        profiles.append(profile(view, analyze(h, config), finished=h.ref.state in FINISHED_STATES,
-                                marked=h.ref.id in marks or h.ref.name in marks))
-    found = cohorts(profiles, keys)
-    out = []
     for h in histories:
-        key = keys[h.ref.id]
-        cohort = found.get(h.ref.id) or (Cohort(key, 1, reason="a group of one: no other run to compare with")
-                                         if key is not None else Cohort((), 1, reason=NO_KEY))
-        out.append(analyze(h, config, cohort=cohort))
-    return out
+        if h.ref.id in grouped:
+            view = resolve(h, config.roles, config.units)
+            profiles.append(profile(view, analyze(h, config), finished=h.ref.state in FINISHED_STATES,
+                                    marked=h.ref.id in marks))
+    found = cohorts(profiles, keys)
+    return [analyze(h, config, cohort=found.get(h.ref.id) or alone(keys[h.ref.id])) for h in histories]
 
 
 def _batch_size(config: Mapping) -> int | None:
@@ -194,14 +211,3 @@ def analyze_files(histories: Sequence[RunHistory], config: Config | None, group_
     reports = analyze_groups(histories, config, lambda h: keys[h.ref.id], baselines)
     return reports, summarize_groups(reports, keys, values)
 
-
-def _median(s: Series | None) -> float | None:
-    if s is None:
-        return None
-    v = s.values[np.isfinite(s.values)]
-    return float(np.median(v)) if len(v) else None
-
-
-def _final(values: np.ndarray) -> float:
-    n = max(1, round(len(values) * FINAL_SHARE))
-    return float(np.median(values[-n:]))

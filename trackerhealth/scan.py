@@ -215,9 +215,9 @@ def process_run(adapter: Adapter, writer: Writer | None, config: Config, index: 
         stage = ANALYZE
         if profile_only:
             out.report = analyze(history, config)
+            # Baseline marks (tags, --baseline) are the driver's to set: it saw the whole listing.
             out.profile = cohorts_.profile(resolve(history, config.roles, config.units), out.report,
-                                           finished=run.ref.state in cohorts_.FINISHED_STATES,
-                                           marked=adapter.marked_baseline(run))
+                                           finished=run.ref.state in cohorts_.FINISHED_STATES)
             return out
         out.report = analyze(history, config, cohort=cohort)
         if writer is None:
@@ -367,11 +367,7 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
     tally = _Tally(listed=len(runs), dry_run=dry_run, read_only=writer is None)
     writing = writer is not None and not dry_run
     keys, marked, values = _groups(adapter, runs, group_by, baselines, baselines_elsewhere)
-    sizes: dict[cohorts_.GroupKey, int] = {}
-    for key in keys.values():
-        if key is not None:
-            sizes[key] = sizes.get(key, 0) + 1
-    grouped = {run_id for run_id, key in keys.items() if key is not None and sizes[key] > 1}
+    grouped = cohorts_.grouped_ids(keys)
     signatures = _signatures(adapter, runs, keys, grouped, marked) if reuse is not None else {}
     done: list[RunResult] = []
     kept: dict[str, HealthReport] = {}
@@ -401,7 +397,7 @@ def scan(adapter: Adapter, writer: Writer | None = None, config: Config | None =
         for index, run in work:
             key = keys[run.ref.id]
             if run.ref.id not in grouped and key is not None:
-                cohorts[run.ref.id] = Cohort(key, 1, reason="a group of one: no other run to compare with")
+                cohorts[run.ref.id] = cohorts_.alone(key)
         for res in engine.process(adapter, writer, config, [(i, r) for i, r in work if r.ref.id not in failed], dry_run,
                                   cohorts=cohorts):
             done.append(res)
@@ -455,17 +451,12 @@ def _groups(adapter: Adapter, runs: Sequence[TrackedRun], group_by: Sequence[str
         keys = {run_id: cohorts_.default_group_key(v, adapter.default_group_by) for run_id, v in values.items()}
     if not config_keys:
         # A sweep summary needs the configuration of the runs of every group of ten or more.
-        sizes: dict[Any, int] = {}
-        for key in keys.values():
-            if key is not None:
-                sizes[key] = sizes.get(key, 0) + 1
+        sizes = cohorts_.group_sizes(keys)
         for run in runs:
             key = keys[run.ref.id]
             if key is not None and sizes[key] >= MIN_RUNS and not any(k.startswith(CONFIG_PREFIXES) for k in values[run.ref.id]):
                 values[run.ref.id] = dict(adapter.group_values(run, with_config=True))
-    wanted = set(baselines)
-    named = {run.ref.id for run in runs if run.ref.id in wanted or run.ref.name in wanted}
-    unknown = wanted - {run.ref.id for run in runs} - {run.ref.name for run in runs}
+    named, unknown = cohorts_.marked_runs(baselines, [run.ref for run in runs])
     if unknown and not elsewhere:
         raise SelectionError(f"--baseline {', '.join(sorted(unknown))}: no such run among the {len(runs)} listed; "
                              "pass the id or name of a run the selection lists")
@@ -509,10 +500,7 @@ def _first_pass(engine: Engine, adapter: Adapter, config: Config, work: list[tup
             tally.add(res)
             continue
         tally.add_fetch(res)
-        profile = res.profile
-        if res.ref.id in marked and not profile.marked:
-            profile = dataclasses.replace(profile, marked=True)
-        found[res.ref.id] = profile
+        found[res.ref.id] = dataclasses.replace(res.profile, marked=res.ref.id in marked)
     return found
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from ..roles import RoleView
 from ..schema import CRITICAL, OK, SKIPPED, WARNING, Evidence, Finding, Series
 from .. import stats
-from ..baseline import relative_evidence
+from ..baseline import finite_median, relative_evidence
 
 
 def fmt(x: float | None) -> str:
@@ -85,14 +85,8 @@ def against_baseline(view: RoleView, roles: tuple[str, ...]) -> list[Evidence]:
     cohort = view.cohort
     if cohort is None or cohort.baseline is None or cohort.is_baseline(view.ref.id):
         return []
-    own = {}
-    for role in roles:
-        s = view.series(role)
-        if s is not None:
-            v = s.values[np.isfinite(s.values)]
-            if len(v):
-                own[role] = (view.key(role), float(np.median(v)))
-    return relative_evidence(own, cohort.baseline)
+    medians = {role: finite_median(view.series(role)) for role in roles}
+    return relative_evidence({r: (view.key(r), m) for r, m in medians.items() if m is not None}, cohort.baseline)
 
 
 def start_level(values, head: float, early_rise: float) -> float:

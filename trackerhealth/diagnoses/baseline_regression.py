@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..baseline import FINAL_SHARE, comparable, curve
+from ..baseline import comparable, curve, final_level
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
@@ -68,7 +68,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return c.skipped(_SELF, f"this run's loss starts at {c.fmt(loss_curve.start)}, the baseline {base.name}'s at "
                                 f"{c.fmt(base.loss.start)}: losses on different scales (weights, units) are not compared")
     val = history.series("val_loss")
-    val_final = _final(val.finite().values) if val is not None and len(val.finite()) else None
+    val = val.finite() if val is not None else None
+    val_final = final_level(val.values) if val is not None and len(val) else None
     if val_final is not None and base.val_final is not None:
         metric, mine, theirs = history.key("val_loss"), val_final, base.val_final
     else:
@@ -79,8 +80,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     where = f"baseline {base.name} ({cohort.rule}) of group {cohort.label}, {cohort.size} runs"
     evidence = [Evidence(metric, float(ratio), thresholds.times_worse, None, None, "final_vs_baseline",
                          f"final level {c.fmt(mine)} against {c.fmt(theirs)}; {where}")]
-    if val is not None and len(val.finite()) and base.val_best is not None:
-        best = float(np.min(val.finite().values))
+    if val_final is not None and base.val_best is not None:
+        best = float(np.min(val.values))
         evidence.append(Evidence(history.key("val_loss"), best / base.val_best if base.val_best > 0 else float("nan"), None,
                                  None, None, "best_val_vs_baseline", f"best val loss {c.fmt(best)} against {c.fmt(base.val_best)}"))
     # The pace and gradient level against the baseline's, for the reader (no threshold): a regression
@@ -91,8 +92,3 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                    f"{base.name} (group {cohort.label}).")
         return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
     return c.ok(_SELF, f"{metric} ended at {c.fmt(mine)}, {c.fmt(ratio)}x the baseline {base.name}'s {c.fmt(theirs)}", tuple(evidence))
-
-
-def _final(values: np.ndarray) -> float:
-    n = max(1, round(len(values) * FINAL_SHARE))
-    return float(np.median(values[-n:]))
