@@ -84,11 +84,15 @@ def group_line(r: HealthReport) -> str | None:
     return f"compared with group {g['label']} ({g['size']} runs), {base}"
 
 
-def sweep_lines(sweeps: Sequence[SweepSummary]) -> list[str]:
+def sweep_lines(sweeps: Sequence[SweepSummary], markdown: bool = False) -> list[str]:
+    """The sweeps' patterns, a line per sweep and one per pattern under it (``markdown``: a nested
+    list, the text escaped: the job summary and the W&B report)."""
+    esc = _md_escape if markdown else str
     lines = []
     for s in sweeps:
-        lines.append(f"sweep {s.group} ({s.runs} runs):" + ("" if s.associations else " no configuration value goes with a finding"))
-        lines.extend(f"  - {a.sentence()}" for a in s.associations)
+        head = f"sweep {s.group} ({s.runs} runs):" + ("" if s.associations else " no configuration value goes with a finding")
+        lines.append(f"- {esc(head)}" if markdown else head)
+        lines.extend(f"  - {esc(a.sentence())}" for a in s.associations)
     return lines
 
 
@@ -209,7 +213,7 @@ def to_markdown(reports: Sequence[HealthReport], errors: Sequence[dict[str, Any]
     if sweeps:
         out.append("")
         out.append("### Sweeps")
-        out.extend(_md_escape(line) if not line.startswith("  - ") else "  - " + _md_escape(line[4:]) for line in sweep_lines(sweeps))
+        out.extend(sweep_lines(sweeps, markdown=True))
     if errors:
         out.append("")
         out.append("### Errors")

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from .formats import sweep_lines
+
 REPORT_NAME = "trackerhealth-training-health"
 TITLE = "Training health"
 DESCRIPTION = "Which runs are unhealthy, why, and what to do (written by trackerhealth)."
@@ -65,11 +67,8 @@ def sweeps_markdown(sweeps) -> str:
     """The sweeps' patterns as the report's second block (empty without a sweep)."""
     if not sweeps:
         return ""
-    lines = ["**Sweeps** (groups of ten or more runs): which configuration values go with which findings.", ""]
-    for sw in sweeps:
-        lines.append(f"* `{sw.group}` ({sw.runs} runs)" + ("" if sw.associations else ": no configuration value goes with a finding"))
-        lines.extend(f"  * {a.sentence()}" for a in sw.associations)
-    return "\n".join(lines)
+    head = "**Sweeps** (groups of ten or more runs): which configuration values go with which findings."
+    return "\n".join([head, "", *sweep_lines(sweeps, markdown=True)])
 
 
 def build_spec(entity: str, project: str, run_roles: list[dict], sweeps=()) -> str:
