@@ -119,6 +119,12 @@ def _half_fall_share(loss, thresholds: Thresholds) -> tuple[float, float]:
     return float((half_at - b.steps[0]) / span) if span > 0 else 0.0, fall / start
 
 
+def _calm(loss, thresholds: Thresholds) -> bool:
+    """The second half swings by less than ``max_swing`` of its moving level (a bouncing loss is loss-oscillation's)."""
+    noise, moving = stats.local_noise(loss.values[len(loss) // 2:], thresholds.swing_window)
+    return bool(moving and np.isfinite(noise) and noise / moving < thresholds.max_swing)
+
+
 def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Finding | None:
     """The verdict of the group's baseline, or None when there is none or it cannot decide: the
     run took at least ``slower_than_baseline`` times the baseline's steps to reach the baseline's
@@ -129,10 +135,10 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
     if cohort is None or cohort.baseline is None or cohort.baseline.loss is None or cohort.is_baseline(history.ref.id):
         return None
     mine = curve(history.series("train_loss"))
-    if mine is not None and not comparable(mine, cohort.baseline.loss, thresholds.comparable_start):
-        return None  # another scale (loss weights, units): the baseline's levels mean nothing here
+    if mine is None or not comparable(mine, cohort.baseline.loss, thresholds.comparable_start):
+        return None  # too short, or another scale (loss weights, units): the baseline's levels mean nothing here
     scale = per_step(cohort.batch_size, cohort.baseline.batch_size)
-    got = reaches(mine, cohort.baseline.loss, (thresholds.baseline_share,), scale) if mine is not None else []
+    got = reaches(mine, cohort.baseline.loss, (thresholds.baseline_share,), scale)
     if not got:
         return None
     r, base, key = got[0], cohort.baseline, history.key("train_loss")
@@ -143,9 +149,7 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
     if r.ratio < thresholds.slower_than_baseline:
         return None  # not reached, but the run stopped before 4x the baseline's steps: too early to say
     fell = (mine.start - mine.best) / mine.start if mine.start > 0 else 0.0
-    noise, moving = stats.local_noise(loss.values[len(loss) // 2:], thresholds.swing_window)
-    calm = bool(moving and np.isfinite(noise) and noise / moving < thresholds.max_swing)
-    if fell < thresholds.baseline_min_fall or not calm:
+    if fell < thresholds.baseline_min_fall or not _calm(loss, thresholds):
         return None
     detail = (f"loss {c.fmt(r.level)}: the baseline {base.name} got there in {c.fmt_step(r.baseline_steps)} steps, this run "
               + (f"in {c.fmt_step(r.steps)}" if r.reached else f"not in {c.fmt_step(mine.length)}")
@@ -199,9 +203,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
 
     half_share, total_fall = _half_fall_share(loss, thresholds)
     still_falling = t_tail <= -thresholds.min_t_tail
-    noise, moving = stats.local_noise(loss.values[len(loss) // 2:], thresholds.swing_window)
-    calm = bool(moving and np.isfinite(noise) and noise / moving < thresholds.max_swing)
-    back_loaded = (half_share >= thresholds.back_loaded and still_falling and calm
+    back_loaded = (half_share >= thresholds.back_loaded and still_falling and _calm(loss, thresholds)
                    and 0 < total_fall < thresholds.back_loaded_max_improvement)
     train_falls = t_all <= -thresholds.min_t and t_tail <= -thresholds.min_t_tail
     val_falls = val_line is not None and val_line[1] <= -thresholds.min_val_t
