@@ -98,9 +98,7 @@ def file_values(ref: RunRef) -> dict[str, str]:
     if ref.source:
         values["folder"] = str(Path(ref.source).parent)
     for name, value in ref.config.items():
-        if isinstance(value, Mapping) and "value" in value:  # W&B's {"value": …} wrapper
-            value = value["value"]
-        values[f"config.{name}"] = values[f"params.{name}"] = str(value)
+        values[f"config.{name}"] = values[f"params.{name}"] = str(config_facts.unwrap(value))
     return values
 
 

@@ -89,7 +89,7 @@ def _norm(key: str) -> str:
     return re.sub(r"[\s\-]+", "_", key.strip().lower())
 
 
-def _unwrap(value: Any) -> Any:
+def unwrap(value: Any) -> Any:
     """W&B's API returns each config entry as ``{"value": x, "desc": …}``."""
     while isinstance(value, Mapping) and "value" in value and set(value) <= {"value", "desc"}:
         value = value["value"]
@@ -103,7 +103,7 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any
         if str(k).startswith("_wandb"):  # W&B's own bookkeeping, not the user's config
             continue
         key = f"{prefix}{k}"
-        v = _unwrap(v)
+        v = unwrap(v)
         if isinstance(v, Mapping):
             nested.append((key, v))
         else:
@@ -144,7 +144,7 @@ def _optimizer_name(value: Any) -> str | None:
     if isinstance(value, Mapping):
         for k in _NAME_KEYS:
             if k in value:
-                return _optimizer_name(_unwrap(value[k]))
+                return _optimizer_name(unwrap(value[k]))
         return None
     if not isinstance(value, str) or value.strip().lower() in _NONE:
         return None

@@ -36,6 +36,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
+from ...config_facts import unwrap
 from ...redaction import redact_secrets
 from ...retry import RETRY_STATUS, RetryPolicy
 from ...schema import RunHistory, RunRef
@@ -315,11 +316,8 @@ class WandbApiAdapter(Adapter):
         if with_config:
             config = self.retrying(lambda: dict(sdk.config or {}), f"reading {run.ref.id}'s config")
             for name, value in config.items():
-                if name.startswith("_"):
-                    continue  # W&B's own bookkeeping (_wandb)
-                if isinstance(value, dict) and "value" in value:
-                    value = value["value"]
-                out[f"config.{name}"] = str(value)
+                if not name.startswith("_"):  # W&B's own bookkeeping (_wandb)
+                    out[f"config.{name}"] = str(unwrap(value))
         return out
 
     def marked_baseline(self, run: WandbApiRun) -> bool:
