@@ -17,10 +17,13 @@ from . import __version__, exit_codes
 from .cli_common import (
     CONTEXT,
     FORMATS,
+    check_group_options,
     config_option,
     die,
     echo_errors,
     fail_on_option,
+    file_group_options,
+    grouped_reports,
     load_config,
     loss_key_option,
     mark_start,
@@ -93,12 +96,7 @@ def main(ctx: click.Context) -> None:
 @click.option("--ray", "ray_address", metavar="ADDRESS", default=None,
               help="Group a Parquet lake by run with Ray Data on this cluster: local (start Ray here), auto, "
                    "HOST:PORT or ray://HOST:10001. Needs the ray extra.")
-@click.option("--group-by", "group_by", multiple=True, metavar="KEY",
-              help="Compare runs within groups of equal values of KEY (repeatable: the group is the tuple): folder, "
-                   "config.NAME or params.NAME (the run's logged config). Default: every run alone.")
-@click.option("--baseline", "baselines", multiple=True, metavar="RUN",
-              help="With --group-by: the run (id or name, as the report shows it) its group is compared with; "
-                   "else the group's healthiest finished run.")
+@file_group_options
 def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_address, group_by, baselines) -> None:
     """Analyze local training logs: CSV, Parquet, JSONL (long or wide), HF trainer_state.json,
     Lightning metrics.csv, detectron2 metrics.json, TensorBoard event files, MLflow run folders,
@@ -123,8 +121,7 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
 
     config = load_config(config_path, loss_key)
     sweeps = ()
-    if baselines and not group_by:
-        die("--baseline names the run a group is compared with: add --group-by KEY (folder, config.NAME)")
+    check_group_options(group_by, baselines)
     if is_lake(paths):
         if group_by:
             die("--group-by compares runs read from files; a Parquet lake's runs are not grouped yet: leave it out")
@@ -138,7 +135,7 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
 
         histories, errors = read_paths(paths, step_column=step_column)
         if group_by:
-            reports, sweeps = _grouped_reports(histories, config, group_by, baselines)
+            reports, sweeps = grouped_reports(histories, config, group_by, baselines)
         else:
             reports = [analyze_history(history, config) for history in histories]
     text = render(fmt, reports, errors, sweeps=sweeps, **({"full": full} if fmt == "json" else {}))
@@ -146,17 +143,6 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
         click.echo(text)
     echo_errors(errors)
     raise SystemExit(exit_codes.for_reports(reports, fail_on, input_errors=bool(errors)))
-
-
-def _grouped_reports(histories, config, group_by, baselines):
-    """Each run analysed with its group (``--group-by``, :mod:`trackerhealth.cohort`), and the
-    sweep summary of every group of ten or more."""
-    from .cohort import GroupingError, analyze_files
-
-    try:
-        return analyze_files(histories, config, group_by, baselines)
-    except GroupingError as exc:
-        die(str(exc))
 
 
 def _lake_reports(paths, config, ray_address):

@@ -61,6 +61,34 @@ def config_option(f):
                              "in ./pyproject.toml).")(f)
 
 
+def file_group_options(f):
+    """``--group-by`` and ``--baseline`` for the commands that read local files (analyze, report)."""
+    f = click.option("--baseline", "baselines", multiple=True, metavar="RUN",
+                     help="With --group-by: the run (id or name, as the report shows it) its group is compared "
+                          "with; else the group's healthiest finished run.")(f)
+    return click.option("--group-by", "group_by", multiple=True, metavar="KEY",
+                        help="Compare runs within groups of equal values of KEY (repeatable: the group is the tuple): "
+                             "folder, config.NAME or params.NAME (the run's logged config). Default: every run "
+                             "alone.")(f)
+
+
+def check_group_options(group_by: Sequence[str], baselines: Sequence[str]) -> None:
+    """Before anything is read: a --baseline needs a --group-by."""
+    if baselines and not group_by:
+        die("--baseline names the run a group is compared with: add --group-by KEY (folder, config.NAME)")
+
+
+def grouped_reports(histories, config, group_by: Sequence[str], baselines: Sequence[str]):
+    """``(reports, sweeps)``: local runs analysed with their groups (:func:`trackerhealth.cohort.analyze_files`);
+    a key or baseline that cannot work ends the command with the fix."""
+    from .cohort import GroupingError, analyze_files
+
+    try:
+        return analyze_files(histories, config, group_by, baselines)
+    except GroupingError as exc:
+        die(str(exc))
+
+
 def load_config(path: str | None, loss_key: str | None = None):
     """The configuration from ``path`` (or the default places), with ``--loss-key`` applied."""
     from .config import ConfigError, load

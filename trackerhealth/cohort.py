@@ -80,7 +80,7 @@ def marked_runs(wanted: Sequence[str], refs: Sequence[RunRef]) -> tuple[set[str]
 
 
 def default_group_key(values: Mapping[str, str], keys: Sequence[str]) -> GroupKey | None:
-    """The first of ``keys`` (a tracker's default order, e.g. group → sweep → job_type) the run has."""
+    """The first of ``keys`` (a tracker's default order, e.g. W&B's group → sweep) the run has."""
     for k in keys:
         if values.get(k):
             return ((k, str(values[k])),)

@@ -15,10 +15,13 @@ import click
 from . import exit_codes
 from .cli_common import (
     CONTEXT,
+    check_group_options,
     config_option,
     die,
     echo_errors,
     fail_on_option,
+    file_group_options,
+    grouped_reports,
     load_config,
     loss_key_option,
     writable_file,
@@ -40,10 +43,7 @@ HTML_SUFFIXES = (".html", ".htm")
 @loss_key_option
 @config_option
 @click.option("--step-column", default=None, help="Name of the step column in wide tables, when it is not step/global_step/iteration.")
-@click.option("--group-by", "group_by", multiple=True, metavar="KEY",
-              help="Compare runs within groups of equal values of KEY (folder, config.NAME, params.NAME; repeatable): "
-                   "each dashboard draws its group's baseline, the overview lists runs by group and the sweeps.")
-@click.option("--baseline", "baselines", multiple=True, metavar="RUN", help="With --group-by: the run its group is compared with.")
+@file_group_options
 def report(paths, html_arg, markdown_path, fail_on, loss_key, config_path, step_column, group_by, baselines) -> None:
     """Write interactive health dashboards for training logs (any input `analyze` takes).
 
@@ -56,6 +56,7 @@ def report(paths, html_arg, markdown_path, fail_on, loss_key, config_path, step_
       trackerhealth report run.parquet --html run.html
       trackerhealth report mlruns/0 runs/*.csv --html health/        # health/index.html + one page per run
       trackerhealth report logs/ --html health/ --markdown "$GITHUB_STEP_SUMMARY" --fail-on never
+      trackerhealth report runs/ --group-by folder --html health/     # each page draws its group's baseline
 
     \b
     Exit codes: 0 healthy; 1 a run at or above --fail-on; 2 usage or input error (a file that
@@ -74,17 +75,11 @@ def report(paths, html_arg, markdown_path, fail_on, loss_key, config_path, step_
     except dashboard.DashboardDependencyError as exc:
         die(str(exc))
 
-    if baselines and not group_by:
-        die("--baseline names the run a group is compared with: add --group-by KEY (folder, config.NAME)")
+    check_group_options(group_by, baselines)
     histories, errors = read_paths(paths, step_column=step_column)
     sweeps = ()
     if group_by:
-        from .cohort import GroupingError, analyze_files
-
-        try:
-            grouped, sweeps = analyze_files(histories, config, group_by, baselines)
-        except GroupingError as exc:
-            die(str(exc))
+        grouped, sweeps = grouped_reports(histories, config, group_by, baselines)
         runs = list(zip(histories, grouped))
     else:
         runs = [(h, analyze(h, config)) for h in histories]

@@ -115,7 +115,7 @@ class Adapter(ABC):
 
     # -- groups of runs compared with each other (trackerhealth.cohort) ------------------------
     #: The keys that group runs when the user passes no ``--group-by``, tried in order: a run is
-    #: grouped by the first one it has (W&B: group, sweep, job_type; MLflow: the parent run).
+    #: grouped by the first one it has (W&B: group, sweep; MLflow: the parent run).
     default_group_by: ClassVar[tuple[str, ...]] = ()
 
     def group_values(self, run: TrackedRun, with_config: bool = False) -> Mapping[str, str]:
