@@ -176,6 +176,8 @@ def scan(wandb_projects, entities, wandb_dirs, mlflow_uri, experiments, all_expe
       trackerhealth scan --run 1455c5d579de434490f60138d67492de --dry-run
       trackerhealth scan --entity my-team --ray auto --format json > fleet.json
       trackerhealth scan --mlflow-uri http://mlflow.internal:5000 --all-experiments --ray ray://head:10001
+      trackerhealth scan -e my-team --group-by params.model --group-by params.dataset   # each run against its group
+      trackerhealth scan --project my-team/sweeps --baseline 1x2y3z4w             # W&B groups by default
 
     \b
     Exit codes: 0 healthy; 1 a run at or above --fail-on; 2 usage or configuration error, or a run
