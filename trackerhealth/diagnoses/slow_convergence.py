@@ -21,7 +21,8 @@ at ``baseline_share`` of the baseline's fall. At least ``slower_than_baseline`` 
 steps — or that long without reaching it — is slow (counted in samples when both configs give a
 batch size and they differ: a batch-4 step sees an eighth of a batch-32 step's data) (evidence ``slower_than_baseline``, and
 ``wall_time_vs_baseline`` when both runs log wall time); sooner is not slow, whatever the shape
-rules above say. A run that stopped before that many steps, fell less than ``baseline_min_fall`` of
+rules above say, when the baseline is healthy on its own (keeping up with a baseline that has
+problems of its own vouches for nothing). A run that stopped before that many steps, fell less than ``baseline_min_fall`` of
 its start (never learned: loss-oscillation's case), swings, or starts more than ``comparable_start``
 times above or below the baseline's start (another scale) is judged by the rules above.
 
@@ -40,7 +41,7 @@ import numpy as np
 from .. import stats
 from ..baseline import comparable, curve, per_step, reaches
 from ..roles import RoleView
-from ..schema import Evidence, Finding
+from ..schema import OK, Evidence, Finding
 from . import _common as c
 from ._thresholds import knob
 
@@ -144,6 +145,10 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
     r, base, key = got[0], cohort.baseline, history.key("train_loss")
     than = f"the group's baseline {base.name} ({cohort.label}, {cohort.size} runs)"
     if r.reached and r.ratio < thresholds.slower_than_baseline:
+        if base.status != OK:
+            # Keeping up with a baseline that has problems of its own (no run of the group is healthy)
+            # vouches for nothing: the run is judged on its own curve.
+            return None
         return c.ok(_SELF, f"{key} reached {c.fmt(r.level)} (half of {than}'s fall) in {c.fmt(r.ratio)}x the baseline's steps: "
                            "not slow for this group")
     if r.ratio < thresholds.slower_than_baseline:
