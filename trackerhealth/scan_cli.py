@@ -133,10 +133,13 @@ def _ui_url(ctx, param, value):
               help="The run (id or name) its group is compared with (repeatable: one per group); else a run tagged "
                    "trackerhealth:baseline (W&B) or trackerhealth.baseline=true (MLflow), else the group's healthiest "
                    "finished run.")
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Also write an overview of the scanned runs to DIR/index.html (and DIR/summary.md): runs by group, "
+                   "their scores and findings, the sweeps; each row links to the run in its tracker, where its dashboard is.")
 def scan(wandb_projects, entities, wandb_dirs, mlflow_uri, experiments, all_experiments, filter_string, run_ids, since,
          states, tags, all_runs, no_wandb_alerts, no_report, fmt, fail_on, loss_key, workers, ray_address, config_path,
          cache_dir, no_cache, reanalyze, dry_run, alert_webhook, mlflow_ui_url, progress, full, timeout, group_by,
-         baselines) -> None:
+         baselines, report_dir) -> None:
     """Scan W&B or MLflow runs, write their health back onto each run, alert on new critical findings.
 
     W&B (--project ENTITY/PROJECT): each run gets tags health:ok or health:<diagnosis>, summary
@@ -178,6 +181,7 @@ def scan(wandb_projects, entities, wandb_dirs, mlflow_uri, experiments, all_expe
       trackerhealth scan --mlflow-uri http://mlflow.internal:5000 --all-experiments --ray ray://head:10001
       trackerhealth scan -e my-team --group-by params.model --group-by params.dataset   # each run against its group
       trackerhealth scan --project my-team/sweeps --baseline 1x2y3z4w             # W&B groups by default
+      trackerhealth scan -e my-team --group-by params.model --report-dir health/   # open health/index.html
 
     \b
     Exit codes: 0 healthy; 1 a run at or above --fail-on; 2 usage or configuration error, or a run
@@ -217,10 +221,16 @@ def scan(wandb_projects, entities, wandb_dirs, mlflow_uri, experiments, all_expe
         if bad:
             _die(f"--group-by {bad[0]}: MLflow runs group by params.NAME, tags.NAME or parent "
                  "(e.g. --group-by params.model --group-by params.dataset)", exit_codes.USAGE)
+    if report_dir is not None:
+        try:
+            report_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            _die(f"--report-dir {report_dir}: cannot create it ({exc.strerror or exc}); pass a folder you can write to",
+                 exit_codes.USAGE)
     cache = None if no_cache else (cache_dir if cache_dir is not None else _default())
     job = _Job(fmt=fmt, fail_on=fail_on, workers=workers, dry_run=dry_run, full=full, bar=bar, config=config,
                cache=cache, reuse=not (no_cache or reanalyze), ray_address=ray_address, alert_webhook=alert_webhook, timeout=timeout,
-               group_by=tuple(group_by) or None, baselines=tuple(baselines))
+               group_by=tuple(group_by) or None, baselines=tuple(baselines), report_dir=report_dir)
     if wandb_dirs:
         if filter_string or run_ids or since or states or tags:
             _die("--wandb-dir scans every run folder under the paths; selection options need --project", exit_codes.USAGE)
@@ -254,6 +264,7 @@ class _Job:
     timeout: float | None
     group_by: tuple[str, ...] | None = None  # None: the tracker's default grouping
     baselines: tuple[str, ...] = ()
+    report_dir: Path | None = None  # --report-dir: where the overview page goes
 
 
 @dataclasses.dataclass
@@ -373,7 +384,7 @@ def _scan_mlflow(job, mlflow_uri, experiments, all_experiments, filter_string, r
         if 400 <= exc.status < 500:
             _die(f"{where}: {exc}", exit_codes.USAGE)
         _die(f"{where} failed while listing runs: {exc}; check the server's logs", exit_codes.UNREACHABLE)
-    _finish(result, notes, fmt=job.fmt, fail_on=job.fail_on, full=job.full, projects=projects)
+    _finish(result, notes, job, projects=projects, title=f"Training health: {', '.join(t.label for t in targets)}")
 
 
 def _uri_label(uri) -> str:
@@ -413,7 +424,7 @@ def _scan_wandb(job, projects, entities, *, filter_string, run_ids, since, state
         _die(str(exc), exit_codes.USAGE)
     except TrackerUnreachable as exc:
         _die(str(exc), exit_codes.UNREACHABLE)
-    _finish(result, notes, fmt=job.fmt, fail_on=job.fail_on, full=job.full, projects=per_project)
+    _finish(result, notes, job, projects=per_project, title=f"Training health: {', '.join(paths)}")
 
 
 def _scan_wandb_dirs(roots, job) -> None:
@@ -427,11 +438,12 @@ def _scan_wandb_dirs(roots, job) -> None:
         _die(str(exc), exit_codes.USAGE)
     finally:
         job.bar.finish()
-    _finish(result, ["local W&B folders are only read: nothing is written back"], fmt=job.fmt, fail_on=job.fail_on,
-            full=job.full)
+    _finish(result, ["local W&B folders are only read: nothing is written back"], job,
+            title=f"Training health: {', '.join(str(r) for r in roots)}")
 
 
-def _finish(result, notes, *, fmt, fail_on, full, projects=None) -> None:
+def _finish(result, notes, job: _Job, *, projects=None, title: str = "Training health") -> None:
+    fmt, fail_on, full = job.fmt, job.fail_on, job.full
     summary = result.summary
     wall = wall_seconds()
     if wall is not None:  # the command's wall time (listing, connecting, imports), not only the scan loop's
@@ -446,13 +458,30 @@ def _finish(result, notes, *, fmt, fail_on, full, projects=None) -> None:
     if text is not None:
         click.echo(text)
     echo_errors(errors)
+    overview_failed = False
+    if job.report_dir is not None:
+        overview_failed = not _write_overview(job.report_dir, result, errors, title)
     for note in notes:
         click.echo(f"note: {note}", err=True)
     for item in result.skipped:
         click.echo(f"skipped {item.source} ({item.run_id}): {item.reason}", err=True)
     click.echo(summary.line(), err=True)
-    sys.exit(exit_codes.for_reports(result.reports, fail_on, input_errors=bool(result.errors),
+    sys.exit(exit_codes.for_reports(result.reports, fail_on, input_errors=bool(result.errors) or overview_failed,
                                     unreachable=result.unreachable))
+
+
+def _write_overview(directory: Path, result, errors, title: str) -> bool:
+    """``--report-dir``: the overview of every run the scan reported (reused ones too, so a scan
+    where nothing changed still leaves a complete page). True when written."""
+    from .writers.dashboard import write_overview
+
+    try:
+        written = write_overview(directory, result.reports, title=title, errors=errors, sweeps=result.sweeps)
+    except OSError as exc:
+        click.echo(f"error: the overview was not written to {directory}: {exc}", err=True)
+        return False
+    click.echo(f"overview: {written['index']}", err=True)
+    return True
 
 
 def _default():

@@ -144,7 +144,7 @@ def test_child_runs_of_one_parent_are_a_group_by_default(mlflow_server, direct, 
 SWEEP = lofo.TORCH / "sweep"
 
 
-def test_a_sweeps_summary_names_the_learning_rates_that_oscillate(mlflow_server, direct, experiment, cache_dir):
+def test_a_sweeps_summary_names_the_learning_rates_that_oscillate(mlflow_server, direct, experiment, cache_dir, tmp_path):
     import json
 
     client = direct
@@ -171,9 +171,22 @@ def test_a_sweeps_summary_names_the_learning_rates_that_oscillate(mlflow_server,
     assert lr["relation"] == ">=" and float(lr["value"]) == max(e["config"]["lr"] for e in entries)
     assert lr["inside_with"] == lr["inside"] == len(truth_high)
     assert "every run with params.lr ≥ 0.3 has loss-oscillation" in lr["text"]
-    table = scan_cli(["--mlflow-uri", mlflow_server.url, "-e", exp_name, "--cache-dir", str(cache_dir), "--dry-run",
-                      "--fail-on", "never"])
-    assert f"sweep parent={parent} ({len(entries)} runs):" in table.output, table.output[-3000:]
+    # The MLflow overview (--report-dir): the same sentence, every run grouped and linked to the MLflow UI —
+    # also from a re-scan where every run is reused and nothing is analysed again.
+    health = tmp_path / "health"
+    for _ in range(2):
+        table = scan_cli(["--mlflow-uri", mlflow_server.url, "-e", exp_name, "--cache-dir", str(cache_dir), "--dry-run",
+                          "--fail-on", "never", "--report-dir", str(health)])
+        assert table.exit_code == 0, table.output
+        assert f"sweep parent={parent} ({len(entries)} runs):" in table.output, table.output[-3000:]
+        page = (health / "index.html").read_text(encoding="utf-8")
+        assert 'id="sweeps"' in page and "every run with params.lr ≥ 0.3 has loss-oscillation" in page
+        assert page.count('data-tracker="1"') == len(entries) and f"{mlflow_server.url}/#/experiments/{exp_id}/runs/" in page
+        assert "Group</button>" in page
+        summary = (health / "summary.md").read_text(encoding="utf-8")
+        assert "every run with params.lr ≥ 0.3 has loss-oscillation" in summary
+        assert f"overview: {health / 'index.html'}" in table.output
+    assert f"{len(entries)} unchanged since the last scan" in table.output, table.output[-1500:]
 
 
 def test_a_fleet_scans_baseline_is_looked_for_in_every_project(mlflow_server, client, direct, team, cache_dir):
@@ -187,3 +200,16 @@ def test_a_fleet_scans_baseline_is_looked_for_in_every_project(mlflow_server, cl
     runs = _runs(json_out(result))
     assert runs[TRANSFORMER[0]]["group"]["baseline_name"] == "transformer_step_decay"
     assert "--baseline nowhere matched no run in any of the projects scanned" in result.output
+
+
+def test_a_report_dir_that_cannot_be_a_folder_is_refused_before_the_scan(tmp_path):
+    taken = tmp_path / "health"
+    taken.write_text("someone's file")
+    result = scan_cli(["--mlflow-uri", f"sqlite:///{tmp_path / 'nowhere.db'}", "-e", "x", "--report-dir", str(taken)])
+    assert result.exit_code == 2 and "is a file" in result.output, result.output
+    result = scan_cli(["--mlflow-uri", f"sqlite:///{tmp_path / 'nowhere.db'}", "-e", "x", "--report-dir",
+                       str(taken / "inside")])
+    assert result.exit_code == 2, result.output
+    assert f"--report-dir {taken / 'inside'}: cannot create it" in result.output, result.output
+    assert "pass a folder you can write to" in result.output
+    assert taken.read_text() == "someone's file" and not (tmp_path / "nowhere.db").exists()

@@ -60,8 +60,5 @@ class ReportDirWriter(Writer):
         """Write the overview (``index.html``) and ``summary.md``, after the inner writer's finish."""
         notes = list(self.inner.finish(reports, errors, dry_run, sweeps)) if self.inner is not None else []
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.index.write_text(dashboard.render_overview_html(reports, self.links, title=self.title, errors=errors,
-                                                             sweeps=sweeps),
-                              encoding="utf-8")
-        self.summary.write_text(dashboard.render_overview_markdown(reports, self.links, errors), encoding="utf-8")
+        dashboard.write_overview(self.directory, reports, self.links, title=self.title, errors=errors, sweeps=sweeps)
         return notes

@@ -39,6 +39,7 @@ __all__ = [
     "render_overview_markdown",
     "render_run_html",
     "require_plotly",
+    "write_overview",
     "write_report_dir",
     "write_report_page",
     "write_run_dashboard",
@@ -77,11 +78,23 @@ def render_overview_html(reports: Sequence[HealthReport], dashboard_links: Mappi
 
 
 def render_overview_markdown(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] | None = None,
-                             errors: Sequence[Mapping[str, Any]] = ()) -> str:
-    """The overview as Markdown, for a GitHub Actions job summary (``formats.to_markdown``)."""
+                             errors: Sequence[Mapping[str, Any]] = (), sweeps=()) -> str:
+    """The overview as Markdown, for a GitHub Actions job summary (``formats.to_markdown``), with
+    the sweeps' patterns."""
     from .overview import markdown
 
-    return markdown(reports, dashboard_links, errors)
+    return markdown(reports, dashboard_links, errors, sweeps)
+
+
+def write_overview(directory: str | os.PathLike, reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] | None = None,
+                   title: str = "Training health", errors: Sequence[Mapping[str, Any]] = (), sweeps=()) -> dict[str, Path]:
+    """Write the overview alone: ``directory/index.html`` and its Markdown twin ``summary.md``
+    (``scan --report-dir``: each run's dashboard is in its tracker, which each row links to).
+    Needs no Plotly. Returns ``{"index": …, "summary": …}``."""
+    directory = Path(directory)
+    _write_text(directory / "index.html", render_overview_html(reports, dashboard_links, title=title, errors=errors, sweeps=sweeps))
+    _write_text(directory / "summary.md", render_overview_markdown(reports, dashboard_links, errors, sweeps))
+    return {"index": directory / "index.html", "summary": directory / "summary.md"}
 
 
 def _write_text(path: Path, text: str) -> bool:
@@ -142,10 +155,7 @@ def write_report_dir(directory: str | os.PathLike, runs: Iterable[tuple[RunHisto
         links[report.run.id] = rel
         written[report.run.id] = directory / rel
         reports.append(report)
-    _write_text(directory / "index.html", render_overview_html(reports, links, title=title, errors=errors, sweeps=sweeps))
-    _write_text(directory / "summary.md", render_overview_markdown(reports, links, errors))
-    written["index"] = directory / "index.html"
-    written["summary"] = directory / "summary.md"
+    written.update(write_overview(directory, reports, links, title=title, errors=errors, sweeps=sweeps))
     return written
 
 

@@ -142,6 +142,6 @@ def render(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] |
 
 
 def markdown(reports: Sequence[HealthReport], dashboard_links: Mapping[str, str] | None = None,
-             errors: Sequence[Mapping[str, Any]] = ()) -> str:
+             errors: Sequence[Mapping[str, Any]] = (), sweeps: Sequence[SweepSummary] = ()) -> str:
     """The same overview in Markdown (GitHub Actions job summary)."""
-    return formats.to_markdown(reports, errors, dashboard_links=dashboard_links)
+    return formats.to_markdown(reports, errors, dashboard_links=dashboard_links, sweeps=sweeps)
