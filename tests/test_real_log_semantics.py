@@ -112,3 +112,29 @@ def test_a_nan_gradient_norm_to_the_end_stays_critical(persisting):
     grad = _grad()
     grad[900:] = np.nan
     assert _report(loss=_healthy_loss(), grad_norm=grad).finding("nonfinite").level == "critical"
+
+
+def test_a_term_that_fell_early_then_stopped_under_a_dominating_term_is_task_imbalance():
+    # A PINN/VAE shape (public logs P02-v20, P10): both terms drop in the first epochs; then the big
+    # term goes on falling while the small one sits still for the rest of the run.
+    big = 20000 * np.exp(-T / 150) + 300 + _noise(4, 2.0)
+    small = 10 * np.exp(-T / 10) + 1.0 + _noise(5, 0.01)
+    report = _report(loss=big + small, loss_field=big, loss_port=small)
+    finding = report.finding("task-imbalance")
+    assert finding.level in ("warning", "critical"), finding.message
+    assert "loss_port" in finding.message and "not being trained" in finding.message
+    # The same terms with the small one still falling over the second half are balanced enough.
+    falling = 10 * np.exp(-T / 10) + 1.0 * np.exp(-T / 400) + _noise(5, 0.01)
+    assert _report(loss=big + falling, loss_field=big, loss_port=falling).finding("task-imbalance").level == "ok"
+
+
+def test_a_mean_over_the_terms_is_the_training_loss_not_the_largest_term():
+    # Public log P02-v20 logs mean_loss beside four terms and no plain `loss`.
+    from trackerhealth.roles import resolve
+
+    terms = {"Dielectric_Air_loss": 2.5 * np.exp(-T / 100) + 0.5, "port1_loss": np.full(N, 0.8),
+             "port2_loss": np.full(N, 1.0)}
+    history = RunHistory.from_series(REF, {k: (T, v) for k, v in {**terms, "mean_loss": sum(terms.values()) / 3}.items()})
+    view = resolve(history, {}, {})
+    assert view.key("train_loss") == "mean_loss"
+    assert {k for _, k, _ in view.group("task_losses")} == set(terms)

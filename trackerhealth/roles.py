@@ -132,12 +132,14 @@ def _is_val(tok: list[str]) -> bool:
 
 
 def _loss_rank(key: str, tok: list[str], points: int) -> tuple:
-    """Lower sorts first: a plain per-step training loss beats epoch aggregates and sub-terms."""
-    extra = [t for t in tok if t not in _TRAIN and t not in {"loss", "step", "total", "rmse", "nll", "train"}]
+    """Lower sorts first: a plain per-step training loss beats epoch aggregates, and any total beats
+    the sub-terms it sums (``mean_loss`` over ``Dielectric_Air_loss`` and three other terms)."""
+    extra = [t for t in tok if t not in _TRAIN and t not in _AGGREGATE
+             and t not in {"loss", "step", "total", "rmse", "nll", "train"}]
     return (
         points < 3,  # an end-of-training summary (HF's one-point `train_loss`) is not a curve
-        bool(_AGGREGATE & set(tok)),  # epoch means come second
-        len(extra),  # `loss` beats `loss_cls`
+        len(extra),  # `loss` beats `loss_cls`; an aggregate of the whole loss beats a term of it
+        bool(_AGGREGATE & set(tok)),  # then epoch means come second
         "total" not in tok,
         not (_TRAIN & set(tok)),
         len(key),

@@ -4,8 +4,9 @@
 ``loss_<task>`` beside the total loss). Over the last ``tail`` share of the run, each task's share
 of the summed loss is computed from their medians. The finding fires when one task holds more than
 ``dominant_share`` (90 %, from the seed) of the total while another task's loss stayed flat — it
-fell by less than ``flat_change`` of its starting level over the run, or rose. Critical above
-``critical_share``.
+fell by less than ``flat_change`` of its starting level over the run, or over that last ``tail``
+share (first fifth of it against the last: a term that fell in the first epochs and then stopped
+while the dominant one went on falling), or rose. Critical above ``critical_share``.
 
 **Why it matters.** The optimizer follows the dominant term's gradient; the flat task is not being
 trained, whatever its weight in the report.
@@ -61,7 +62,15 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         head, end = stats.head_tail(v, thresholds.change_head_share, thresholds.change_tail_share)
         # Signed: how far the task's loss FELL. One that rose while another term dominates is not being
         # trained either (worse than flat), so it counts as flat, not as a task that moved.
-        changes.append((head - end) / (abs(head) or 1e-12))  # 1e-12: a numeric guard against a zero start
+        change = (head - end) / (abs(head) or 1e-12)  # 1e-12: a numeric guard against a zero start
+        if len(tail) >= thresholds.min_points:
+            # A task whose loss fell in the first epochs (from a blown-up start, or its easy part) and
+            # then stopped while the other term went on falling is not being trained either. Over the
+            # window the shares come from: the median of its first fifth against its last fifth.
+            fifth = max(2, len(tail) // 5)
+            late_start, late_end = float(np.median(tail[:fifth])), float(np.median(tail[-fifth:]))
+            change = min(change, (late_start - late_end) / (abs(late_start) or 1e-12))
+        changes.append(change)
         names.append((label, key))
         spans.append((float(f.steps[0]), float(f.steps[-1])))
     if len(levels) < 2:
@@ -79,7 +88,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                          f"share of the summed task losses over the last {c.fmt(100 * thresholds.tail)}% of the run")]
     for i in flat:
         evidence.append(Evidence(names[i][1], float(changes[i]), thresholds.flat_change, *spans[i], "flat_task_loss",
-                                 "relative change of this task's loss from start to end"))
+                                 "relative change of this task's loss from start to end, or over the last part of the run when smaller"))
     flat_names = ", ".join(names[i][1] for i in flat)
     least = min(changes[i] for i in flat)
     moved = f"rose by {c.fmt(-100 * least)}%" if least < 0 else f"fell by only {c.fmt(100 * least)}%"
