@@ -134,6 +134,21 @@ def test_a_run_an_order_of_magnitude_worse_at_the_end_is_a_baseline_regression_w
     assert finding.evidence[0].code == "final_vs_baseline" and finding.evidence[0].observed >= 10
 
 
+def test_a_loss_on_a_larger_scale_from_its_first_step_is_no_regression_but_the_same_plateau_on_it_is():
+    # Loss weights that put the total 8x above the baseline's (multitask_digits_weighted_tasks): it ends
+    # 11x higher, having learned nearly as much (1.4x the baseline's final in units of its start): not worse.
+    weighted = _history("weighted", 8 * _decay(40, floor=0.07, seed=5))
+    reports = _by_name(analyze_groups(_team()[:3] + [weighted], None, lambda h: (("config.model", "cnn"),)))
+    finding = reports["weighted"].finding("baseline-regression")
+    assert finding.level == OK, finding.message
+    evidence = {e.code: e.observed for e in finding.evidence}
+    assert evidence["final_vs_baseline"] >= 10 and evidence["final_vs_baseline_from_start"] < 2
+    # On that scale, a plateau ten times higher is still a regression.
+    worse = _history("worse", 7 * _decay(40, floor=0.6, seed=5))
+    reports = _by_name(analyze_groups(_team()[:3] + [worse], None, lambda h: (("config.model", "cnn"),)))
+    assert reports["worse"].finding("baseline-regression").level == WARNING
+
+
 def test_a_worse_run_with_a_cause_is_tagged_with_the_cause_not_the_regression():
     # Ten times slower still: it ends 28x above the baseline, and slowness is why.
     team = _team()[:3] + [_history("crawling", _decay(2000, seed=6))]

@@ -138,3 +138,16 @@ def test_a_mean_over_the_terms_is_the_training_loss_not_the_largest_term():
     view = resolve(history, {}, {})
     assert view.key("train_loss") == "mean_loss"
     assert {k for _, k, _ in view.group("task_losses")} == set(terms)
+
+
+def test_a_gradient_norm_that_grows_while_the_loss_falls_faster_is_learning_not_an_explosion():
+    # multitask_digits_twin_sgd (torch corpus, healthy): SGD's gradient norm climbs from ~1 to ~5-10 as
+    # the classifier's logits sharpen, while the loss falls faster than ever.
+    grad = np.where(T < 150, 1.0, 10.0 + 2 * np.sin(T / 7)) * np.abs(1 + _noise(6, 0.05))
+    learning = _report(loss=_healthy_loss(), grad_norm=grad).finding("nonfinite")
+    assert learning.level == "ok" and "kept falling" in learning.message, learning.message
+    # The same climb with a loss that jumps a third up and stays there is the explosion the seed describes.
+    stalled = _healthy_loss()
+    stalled[150:] = 1.3 * stalled[149] + _noise(7, 0.03)[150:]
+    exploding = _report(loss=stalled, grad_norm=grad).finding("nonfinite")
+    assert exploding.level == "warning" and exploding.evidence[0].code == "grad_norm_explosion", exploding.message

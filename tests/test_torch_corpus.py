@@ -54,7 +54,7 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 1.0),
-    "nonfinite": (0.9, 1.0),
+    "nonfinite": (1.0, 1.0),
     "overfitting": (1.0, 0.8),
     "vanishing-gradients": (1.0, 0.8),
     "loss-oscillation": (0.9, 0.7),
@@ -67,12 +67,13 @@ def test_pooled_held_out_floors_as_measured(folds):
     pooled = folds["pooled_held_out"]
     for diag_id, (precision, recall) in FLOORS.items():
         assert pooled[diag_id]["precision"] >= precision and pooled[diag_id]["recall"] >= recall, (diag_id, pooled[diag_id])
-    assert folds["pooled_macro_f1"] >= 0.84
+    assert folds["pooled_macro_f1"] >= 0.855
     wrong, healthy = folds["pooled_healthy_flagged"]
-    # 6 of 70 as measured; the target is at most 1 in 20. Five are slow-convergence false alarms
-    # (three cnn twins, whose held-out fold had no other family to learn from; two language models with
-    # warm-up schedules), one a gradient-norm level 10x its median in a sane SGD multitask run.
-    assert healthy >= 60 and wrong <= 6
+    # 5 of 70 as measured; the target is at most 1 in 20. All five are slow-convergence false
+    # alarms (three cnn twins, whose held-out fold had no other family to learn from; two language
+    # models with warm-up schedules). The sixth, a sane SGD multitask run whose gradient norm climbs 10x
+    # while its loss falls faster than ever, is no longer called an explosion.
+    assert healthy >= 60 and wrong <= 5
 
 
 def test_six_architecture_families_and_each_seed_cause_in_two_of_them(folds):
@@ -114,19 +115,19 @@ def test_the_recorded_grouped_figures_are_what_the_code_measures(grouped):
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
     slow, alone = grouped["grouped"]["slow-convergence"], grouped["alone"]["slow-convergence"]
-    # As measured (evidence/torch/cohort.json): recall 1.00 against 0.70 alone; precision 0.80 against
-    # 0.54 — short of the 0.9: three runs are called slow wrongly (two identical CNN runs of a
-    # group with no healthy run, by the single-run rule: a baseline with problems of its own vouches
-    # for nobody; a multi-task run whose loss weights put its total on another scale).
+    # As measured (evidence/torch/cohort.json): recall 1.00 against 0.70 alone; precision 0.86 against
+    # 0.54 — short of the 0.9: two identical CNN runs of a group with no run healthy on its own
+    # are called slow wrongly, by the single-run rule (a baseline with problems of its own vouches for
+    # nobody).
     assert slow["recall"] >= 0.9 > alone["recall"]
-    assert slow["precision"] >= 0.8 and slow["precision"] > alone["precision"]
+    assert slow["precision"] >= 0.85 and slow["precision"] > alone["precision"]
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {
         "regression_raw_features_sgd", "rnn_lr_too_low", "transformer_init_too_small"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 4 and bad < grouped["alone_healthy_flagged"][0] and total >= 70
-    # Macro-F1 falls (0.86 alone, 0.79 grouped): baseline-regression's one false alarm, a healthy
+    assert bad <= 2 and bad < grouped["alone_healthy_flagged"][0] and total >= 70  # 2 of 70 (4 alone)
+    # Macro-F1 falls (0.86 alone, 0.80 grouped): baseline-regression's one false alarm, a healthy
     # batch-4 run that ends at 10.8x its baseline's loss, makes its row an F1 of 0.
-    assert grouped["grouped"]["baseline-regression"]["fp"] <= 1 and grouped["grouped_macro_f1"] >= 0.79
+    assert grouped["grouped"]["baseline-regression"]["fp"] <= 1 and grouped["grouped_macro_f1"] >= 0.80
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():

@@ -5,7 +5,9 @@ parent run, or by ``--group-by``) has a baseline: the run the user marked, else 
 healthiest finished run (``trackerhealth.cohort.choose_baseline``). The run's final level — the
 median of the last tenth of its val loss when both runs log one, else of its training loss — is
 compared with the baseline's: the run is worse when it ends at ``times_worse`` (an order of
-magnitude) the baseline's final level or more, and the gap is at least ``min_gap`` of the baseline's starting loss (two
+magnitude) the baseline's final level or more — also in units of each run's starting loss, when the
+run started higher (loss weights or units that put a loss on another scale from its first step are
+no regression) — and the gap is at least ``min_gap`` of the baseline's starting loss (two
 losses near zero are not "twice as bad"). The evidence also gives the best val loss, the median step
 time, throughput and gradient norm against the baseline's. Another problem on the same run (slow convergence, overfitting, a blow-up…) explains the
 regression and is the finding that is tagged (``trackerhealth/explain.py``); this one stands alone
@@ -76,6 +78,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         metric, mine, theirs = history.key("train_loss"), loss_curve.final, base.loss.final
     scale = abs(base.loss.start) or 1.0
     ratio = mine / theirs if theirs > 0 else (np.inf if mine > theirs else 1.0)
+    # Each in units of where its loss started: a run whose loss weights or units put it 7x above the
+    # baseline from its first step ends "7x worse" without having learned any less.
+    started = loss_curve.start / base.loss.start
+    relative = ratio / started
     gap = (mine - theirs) / scale
     where = f"baseline {base.name} ({cohort.rule}) of group {cohort.label}, {cohort.size} runs"
     evidence = [Evidence(metric, float(ratio), thresholds.times_worse, None, None, "final_vs_baseline",
@@ -87,7 +93,11 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # The pace and gradient level against the baseline's, for the reader (no threshold): a regression
     # with a slower step or a larger gradient says where to look.
     evidence += c.against_baseline(history, ("step_time", "throughput", "grad_norm"))
-    if ratio >= thresholds.times_worse and gap >= thresholds.min_gap:
+    if relative < ratio:
+        evidence.append(Evidence(metric, float(relative), thresholds.times_worse, None, None, "final_vs_baseline_from_start",
+                                 f"the same ratio in units of each run's starting loss: this run started {c.fmt(started)}x "
+                                 "the baseline's"))
+    if min(ratio, relative) >= thresholds.times_worse and gap >= thresholds.min_gap:
         message = (f"{metric} ended at {c.fmt(mine)}, {c.fmt(ratio)}x the final {c.fmt(theirs)} of the group's baseline "
                    f"{base.name} (group {cohort.label}).")
         return c.problem(_SELF, False, message, RECOMMENDATION, evidence)

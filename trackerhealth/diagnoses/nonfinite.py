@@ -10,7 +10,10 @@ the first non-finite step and, when a gradient norm is logged, the largest gradi
 before it compared with the run's median (a spike there points to gradient explosion). Without any
 NaN, a gradient norm whose level (the median of blocks of at least ``block`` points) climbs past
 ``spike_factor`` × the median of the levels before it is an explosion warning (critical past
-``critical_factor`` ×). A single outlier batch does not move a block's median: that is a bad
+``critical_factor`` ×) — unless the training loss kept falling through it (its median over
+``learning_window`` of the run after the climb below that before, its level never above
+``learning_peak`` × its level just before the climb): a classifier's gradient norm grows as its
+logits sharpen, while the loss falls faster than ever. A single outlier batch does not move a block's median: that is a bad
 batch, not an explosion — unless its gradient norm is ``point_spike_factor`` × the level before it
 (evidence ``grad_norm_outlier``, a warning): one corrupt record or extreme batch, which the run
 survived this time.
@@ -76,6 +79,8 @@ class Thresholds:
     min_level_points: int = knob(3, "points per loss block at least")
     persist_levels: int = knob(2, "consecutive loss levels that must stay above the rebound line")
     min_level_blocks: int = knob(8, "loss blocks needed to look for a divergence")
+    learning_window: float = knob(0.1, "share of the run before a gradient-norm climb and after it whose loss medians are compared: a climb while the loss keeps falling is the model learning, not an explosion")
+    learning_peak: float = knob(1.1, "and the loss's level never rose above this multiple of its level just before the climb")
     max_episodes: int = knob(2, "a loss that climbs back above the rebound line more often than this is bouncing (loss-oscillation), not blowing up")
 
 
@@ -175,6 +180,11 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return c.ok(_SELF, f"no NaN/Inf loss; gradient-norm level at most {c.fmt(ratio[worst])}x its earlier median")
     spikes = np.flatnonzero(ratio > thresholds.spike_factor)
     critical = ratio[worst] > thresholds.critical_factor
+    if not critical:
+        learning = _loss_kept_falling(history, float(b.steps[spikes[0]]), float(b.steps[spikes[-1]]), thresholds)
+        if learning is not None:
+            return c.ok(_SELF, f"gradient-norm level rose to {c.fmt(ratio[worst])}x its earlier median around step "
+                               f"{c.fmt_step(b.steps[worst])} while {learning}: the model learning, not an explosion")
     ev = Evidence(
         history.key("grad_norm"), float(v[worst]), float(thresholds.spike_factor * ref[worst]),
         float(b.steps[spikes[0]]), float(b.steps[spikes[-1]]), "grad_norm_explosion",
@@ -185,6 +195,33 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         f"{c.fmt(ratio[worst])}x its earlier median {c.fmt(ref[worst])}; no NaN yet."
     )
     return c.problem(module, critical, message, RECOMMENDATION, [ev])
+
+
+def _loss_kept_falling(history: RoleView, first: float, last: float, thresholds: Thresholds) -> str | None:
+    """Why a gradient norm that climbed from ``first`` to ``last`` is not an explosion, or None: the
+    training loss's median over ``learning_window`` of the run after the climb is below its median
+    over as long before it, and its level (medians of ``block``-point stretches) never rose above
+    ``learning_peak`` times its level just before the climb (its last ``block`` points) in between.
+    SGD's gradient norm grows as a classifier's logits sharpen, while the loss falls faster than
+    ever; an explosion hurts the loss."""
+    loss = history.series("train_loss")
+    if loss is None:
+        return None
+    f = loss.finite()
+    if len(f) < thresholds.min_points:
+        return None
+    span = float(f.steps[-1] - f.steps[0]) * thresholds.learning_window
+    before = f.values[(f.steps >= first - span) & (f.steps < first)]
+    inside = (f.steps >= first) & (f.steps <= last + span)
+    after = f.values[(f.steps > last) & (f.steps <= last + span)]
+    if len(before) < thresholds.block or len(after) < thresholds.block:
+        return None
+    was, now = float(np.median(before)), float(np.median(after))
+    just_before = float(np.median(before[-thresholds.block:]))
+    levels = stats.binned(f.steps[inside], f.values[inside], max(1, int(inside.sum()) // thresholds.block)).median
+    if now < was and float(np.max(levels)) <= thresholds.learning_peak * just_before:
+        return f"the training loss kept falling ({c.fmt(was)} before, {c.fmt(now)} after)"
+    return None
 
 
 def _lone_spike(history: RoleView, g, b, ref: np.ndarray, thresholds: Thresholds) -> Finding | None:
