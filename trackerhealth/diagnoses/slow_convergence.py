@@ -74,7 +74,7 @@ class Thresholds:
     min_bins: int = knob(6, "bins left after the settling share needed to fit a line")
     min_val_points: int = knob(5, "finite val-loss points needed to fit the val line")
     back_loaded: float = knob(0.3, "a fall whose first half took more than this share of the run is back-loaded: a healthy loss bends early")
-    back_loaded_max_improvement: float = knob(0.8, "a back-loaded fall larger than this share of the start reached a low loss: not slow")
+    back_loaded_max_improvement: float = knob(0.65, "a back-loaded fall larger than this share of the start (two thirds) is real progress, late or not: not slow")
     max_swing: float = knob(0.2, "a back-loaded fall counts only when the second half swings by less than this share of its level (a bouncing loss is loss-oscillation)")
     swing_window: int = knob(5, "points of the short moving level those swings are measured about")
     line_max_points: int = knob(4000, "cost bound: a longer series is fitted through line_bins bin medians instead")
