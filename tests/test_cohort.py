@@ -210,9 +210,42 @@ def test_analyze_group_by_folder_finds_the_slow_run(tmp_path):
 def test_analyze_refuses_a_key_it_cannot_group_by_and_a_baseline_without_groups(tmp_path):
     _write_team(tmp_path)
     bad = CliRunner().invoke(main, ["analyze", str(tmp_path), "--group-by", "job_type"])
-    assert bad.exit_code == 2 and "folder, config.NAME, params.NAME" in bad.output
+    assert bad.exit_code == 2 and "--group-by job_type: no run has it" in bad.output, bad.output
+    assert "grouped by" in bad.output and "folder" in bad.output
+    empty = CliRunner().invoke(main, ["analyze", str(tmp_path), "--group-by", "config."])
+    assert empty.exit_code == 2 and "folder, config.NAME, params.NAME, COLUMN" in empty.output, empty.output
     lonely = CliRunner().invoke(main, ["analyze", str(tmp_path), "--baseline", "sane-a"])
     assert lonely.exit_code == 2 and "--group-by" in lonely.output
+
+
+def test_analyze_group_by_a_column_of_one_table_that_holds_every_run(tmp_path):
+    # One pandas CSV, as a training script's logger writes it: a run column, the metrics, and text
+    # columns for the model and data set that hold one value per run.
+    import pandas as pd
+
+    frames = []
+    for h, model in zip(_team(), ("cnn", "cnn", "cnn", "cnn"), strict=True):
+        loss = h["train/loss"]
+        frames.append(pd.DataFrame({"run": h.ref.name, "step": loss.steps, "loss": loss.values, "model": model,
+                                    "dataset": "digits", "batch_size": 32}))
+    other = _history("mlp-alone", _decay(200, seed=9))["train/loss"]
+    frames.append(pd.DataFrame({"run": "mlp-alone", "step": other.steps, "loss": other.values, "model": "mlp",
+                                "dataset": "digits", "batch_size": 64}))
+    path = tmp_path / "runs.csv"
+    pd.concat(frames).to_csv(path, index=False)
+    result = CliRunner().invoke(main, ["analyze", str(path), "--group-by", "model", "--group-by", "dataset",
+                                       "--format", "json", "--fail-on", "never"])
+    assert result.exit_code == 0, result.output
+    runs = {r["run"]["name"]: r for r in json.loads(result.stdout)["runs"]}
+    assert [f["id"] for f in runs["lr-too-low"]["findings"]] == ["slow-convergence"]
+    assert runs["lr-too-low"]["group"]["size"] == 4 and "model=cnn" in runs["lr-too-low"]["group"]["label"]
+    assert runs["sane-a"]["findings"] == []
+    assert runs["mlp-alone"]["group"]["size"] == 1  # the only mlp: compared with nothing, and says so
+    # A numeric column that holds one value per run groups too.
+    by_batch = CliRunner().invoke(main, ["analyze", str(path), "--group-by", "batch_size", "--format", "json",
+                                         "--fail-on", "never"])
+    runs = {r["run"]["name"]: r for r in json.loads(by_batch.stdout)["runs"]}
+    assert runs["lr-too-low"]["group"]["size"] == 4 and runs["mlp-alone"]["group"]["size"] == 1
 
 
 def test_a_small_batch_run_is_compared_in_samples_not_steps():

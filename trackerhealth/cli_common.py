@@ -68,14 +68,14 @@ def file_group_options(f):
                           "with; else the group's healthiest finished run.")(f)
     return click.option("--group-by", "group_by", multiple=True, metavar="KEY",
                         help="Compare runs within groups of equal values of KEY (repeatable: the group is the tuple): "
-                             "folder, config.NAME or params.NAME (the run's logged config). Default: every run "
-                             "alone.")(f)
+                             "folder, config.NAME or params.NAME (the run's logged config), or a column's NAME (a "
+                             "table's column with one value per run, e.g. model). Default: every run alone.")(f)
 
 
 def check_group_options(group_by: Sequence[str], baselines: Sequence[str]) -> None:
     """Before anything is read: a --baseline needs a --group-by."""
     if baselines and not group_by:
-        die("--baseline names the run a group is compared with: add --group-by KEY (folder, config.NAME)")
+        die("--baseline names the run a group is compared with: add --group-by KEY (folder, config.NAME, a column)")
 
 
 def grouped_reports(histories, config, group_by: Sequence[str], baselines: Sequence[str]):

@@ -87,27 +87,44 @@ def default_group_key(values: Mapping[str, str], keys: Sequence[str]) -> GroupKe
     return None
 
 
-FILE_KEYS = ("folder", "config.NAME", "params.NAME")
+FILE_KEYS = ("folder", "config.NAME", "params.NAME", "COLUMN")
 
 
-def file_values(ref: RunRef) -> dict[str, str]:
-    """What ``analyze --group-by`` can name for a local run: ``folder`` (the folder its file is in)
-    and ``config.NAME`` / ``params.NAME`` for every value of its logged config (Lightning's
-    hparams.yaml, an MLflow run folder's params, a W&B run folder's config, HF's trainer args)."""
+def file_values(ref: RunRef, history: RunHistory | None = None) -> dict[str, str]:
+    """What ``analyze --group-by`` can name for a local run: ``folder`` (the folder its file is in);
+    ``config.NAME`` / ``params.NAME`` for every value of its logged config (Lightning's
+    hparams.yaml, an MLflow run folder's params, a W&B run folder's config, HF's trainer args, a
+    table's text column with one value per run); and a bare ``NAME`` for those same values and for
+    every logged metric that holds one value for the whole run (a ``batch_size`` column)."""
     values: dict[str, str] = {}
+    if history is not None:
+        for key in history.keys():
+            v = history[key].values
+            if len(v) and np.all(v == v[0]):
+                values[key] = f"{float(v[0]):g}"
+    for name, value in ref.config.items():
+        values[f"config.{name}"] = values[f"params.{name}"] = values[name] = str(config_facts.unwrap(value))
     if ref.source:
         values["folder"] = str(Path(ref.source).parent)
-    for name, value in ref.config.items():
-        values[f"config.{name}"] = values[f"params.{name}"] = str(config_facts.unwrap(value))
     return values
 
 
 def check_file_keys(keys: Sequence[str]) -> None:
     """Raise :class:`GroupingError` for a key ``analyze`` cannot group local runs by."""
     for key in keys:
-        if key != "folder" and not (key.startswith(("config.", "params.")) and key.split(".", 1)[1]):
-            raise GroupingError(f"--group-by {key}: local runs group by {', '.join(FILE_KEYS)} "
-                                "(e.g. --group-by folder, or --group-by config.model)")
+        if not key or key.endswith(".") or (key.startswith(("config.", "params.")) and not key.split(".", 1)[1]):
+            raise GroupingError(f"--group-by {key!r}: local runs group by {', '.join(FILE_KEYS)} "
+                                "(e.g. --group-by folder, --group-by config.model, or --group-by model for a column)")
+
+
+def _check_keys_found(keys: Sequence[str], values: Mapping[str, Mapping[str, str]]) -> None:
+    """A key that no run has is a typo, not a grouping: name what the runs do have."""
+    have = sorted({k for v in values.values() for k in v if not k.startswith(("config.", "params."))})
+    for key in keys:
+        if not any(key in v for v in values.values()):
+            shown = ", ".join(have[:12]) + (" …" if len(have) > 12 else "")
+            raise GroupingError(f"--group-by {key}: no run has it; these runs can be grouped by {shown or 'folder'} "
+                                "(config.NAME and params.NAME for their config)")
 
 
 def profile(view: RoleView, report: HealthReport, *, finished: bool = True, marked: bool = False) -> RunProfile:
@@ -204,7 +221,8 @@ def analyze_files(histories: Sequence[RunHistory], config: Config | None, group_
     from .sweeps import summarize_groups
 
     check_file_keys(group_by)
-    values = {h.ref.id: file_values(h.ref) for h in histories}
+    values = {h.ref.id: file_values(h.ref, h) for h in histories}
+    _check_keys_found(group_by, values)
     keys = {run_id: group_key(v, group_by) for run_id, v in values.items()}
     reports = analyze_groups(histories, config, lambda h: keys[h.ref.id], baselines)
     return reports, summarize_groups(reports, keys, values)

@@ -14,6 +14,8 @@ A ``run``/``run_id`` column splits the table into several runs.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -246,9 +248,6 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
         metrics.append((name, num))
     if not metrics:
         raise NotMetrics(path, f"no numeric metric columns found; {LAYOUT_HINT} — {STEP_HINT}")
-    if skipped:
-        notes.append(f"non-numeric column(s) ignored: {', '.join(skipped[:10])}"
-                     + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""))
     if step is None:
         if require_step:
             raise NotMetrics(path, f"no step column found (looked for {', '.join(STEP_NAMES)}) — {STEP_HINT}")
@@ -266,10 +265,49 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
         groups = [(origin.part(i + 1), rows) for i, rows in enumerate(_restart_segments(steps))]
         if len(groups) > 1:
             notes.append(f"the step counter starts over {len(groups) - 1} time(s): read as {len(groups)} runs")
+    attributes, ignored = _run_attributes(table, skipped, [rows for _, rows in groups])
+    if attributes:
+        notes.append(f"text column(s) with one value per run read as the run's attributes (its config; "
+                     f"analyze --group-by NAME): {_listed(list(attributes))}")
+    if ignored:
+        notes.append(f"non-numeric column(s) ignored: {_listed(ignored)}")
     out = []
-    for part, rows in groups:
+    for i, (part, rows) in enumerate(groups):
+        found = {name: values[i] for name, values in attributes.items() if values[i] is not None}
+        if found:
+            part = dataclasses.replace(part, config={**part.config, **found})
         out.append(_wide_history(part, steps, wall, metrics, names, rows, notes))
     return out
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+
+
+def _run_attributes(table, names: list[str], groups: list) -> tuple[dict[str, list], list[str]]:
+    """The text columns that hold one value per run (``model``, ``dataset`` beside the metrics of a
+    run column's runs): ``{name: [each run's value or None]}``, and the columns that vary within a
+    run (ignored, as before)."""
+    attributes, ignored = {}, []
+    for name in names:
+        kind = table.column(name).type
+        text = pa.types.is_string(kind) or pa.types.is_large_string(kind) or (
+            pa.types.is_dictionary(kind) and (pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)))
+        if not text:  # a struct, a list, bytes: no run attribute
+            ignored.append(name)
+            continue
+        labels = _keys(table.column(name))
+        codes, categories = labels.codes, labels.categories
+        per_run = []
+        for rows in groups:
+            present = np.unique(codes if rows is None else codes[rows])
+            present = present[present >= 0]
+            per_run.append(present)
+        if all(len(p) <= 1 for p in per_run) and any(len(p) == 1 for p in per_run):
+            attributes[name] = [str(categories[p[0]]) if len(p) else None for p in per_run]
+        else:
+            ignored.append(name)
+    return attributes, ignored
 
 
 _MIN_ROWS_STOPPED = 5
