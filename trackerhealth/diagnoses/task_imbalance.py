@@ -5,7 +5,7 @@
 of the summed loss is computed from their medians. The finding fires when one task holds more than
 ``dominant_share`` (90 %, from the seed) of the total while another task's loss stayed flat — it
 fell by less than ``flat_change`` of its starting level over the run, or over that last ``tail``
-share (first fifth of it against the last: a term that fell in the first epochs and then stopped
+share (its first ``late_parts``-th against its last: a term that fell in the first epochs and then stopped
 while the dominant one went on falling), or rose. Critical above ``critical_share``.
 
 **Why it matters.** The optimizer follows the dominant term's gradient; the flat task is not being
@@ -44,6 +44,7 @@ class Thresholds:
     tail: float = knob(0.5, "share of the run at the end over which the shares are measured")
     min_points: int = knob(10, "finite points a task loss needs to count")
     change_head_share: float = knob(0.02, "share at the start whose median is a task's starting level (at least 3 points)")
+    late_parts: int = knob(5, "the last tail share is cut into this many parts: its first part's median against its last part's is the late change")
     change_tail_share: float = knob(0.2, "share at the end whose median is a task's end level")
 
 
@@ -67,9 +68,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
             # A task whose loss fell in the first epochs (from a blown-up start, or its easy part) and
             # then stopped while the other term went on falling is not being trained either. Over the
             # window the shares come from: the median of its first fifth against its last fifth.
-            fifth = max(2, len(tail) // 5)
-            late_start, late_end = float(np.median(tail[:fifth])), float(np.median(tail[-fifth:]))
-            change = min(change, (late_start - late_end) / (abs(late_start) or 1e-12))
+            part = max(2, len(tail) // thresholds.late_parts)
+            late_start, late_end = float(np.median(tail[:part])), float(np.median(tail[-part:]))
+            change = min(change, (late_start - late_end) / (abs(late_start) or 1e-12))  # 1e-12: a numeric guard
         changes.append(change)
         names.append((label, key))
         spans.append((float(f.steps[0]), float(f.steps[-1])))
