@@ -67,7 +67,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         if len(tail) >= thresholds.min_points:
             # A task whose loss fell in the first epochs (from a blown-up start, or its easy part) and
             # then stopped while the other term went on falling is not being trained either. Over the
-            # window the shares come from: the median of its first fifth against its last fifth.
+            # window the shares come from: the median of its first part against its last (``late_parts``).
             part = max(2, len(tail) // thresholds.late_parts)
             late_start, late_end = float(np.median(tail[:part])), float(np.median(tail[-part:]))
             change = min(change, (late_start - late_end) / (abs(late_start) or 1e-12))  # 1e-12: a numeric guard

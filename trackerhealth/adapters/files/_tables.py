@@ -289,6 +289,9 @@ def _run_attributes(table, names: list[str], groups: list) -> tuple[dict[str, li
     run column's runs): ``{name: [each run's value or None]}``, and the columns that vary within a
     run (ignored, as before)."""
     attributes, ignored = {}, []
+    group_of = np.full(table.num_rows, -1, dtype=np.int64)  # each row's run, -1: in none
+    for i, rows in enumerate(groups):
+        group_of[slice(None) if rows is None else rows] = i
     for name in names:
         kind = table.column(name).type
         text = pa.types.is_string(kind) or pa.types.is_large_string(kind) or (
@@ -297,14 +300,15 @@ def _run_attributes(table, names: list[str], groups: list) -> tuple[dict[str, li
             ignored.append(name)
             continue
         labels = _keys(table.column(name))
-        codes, categories = labels.codes, labels.categories
-        per_run = []
-        for rows in groups:
-            present = np.unique(codes if rows is None else codes[rows])
-            present = present[present >= 0]
-            per_run.append(present)
-        if all(len(p) <= 1 for p in per_run) and any(len(p) == 1 for p in per_run):
-            attributes[name] = [str(categories[p[0]]) if len(p) else None for p in per_run]
+        codes, categories = np.asarray(labels.codes, dtype=np.int64), labels.categories
+        # Each distinct (run, value) pair once, in one sort: no pass over the rows per run.
+        valid = (codes >= 0) & (group_of >= 0)
+        pairs = np.unique(group_of[valid] * len(categories) + codes[valid])
+        runs_of = pairs // max(len(categories), 1)
+        per_run = np.bincount(runs_of, minlength=len(groups))
+        if per_run.max(initial=0) == 1:
+            value = {int(r): str(categories[int(v)]) for r, v in zip(runs_of, pairs % len(categories), strict=True)}
+            attributes[name] = [value.get(i) for i in range(len(groups))]
         else:
             ignored.append(name)
     return attributes, ignored
