@@ -112,6 +112,7 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
       trackerhealth analyze wandb/ --format json > health.json
       trackerhealth analyze exports/ --ray auto  # a Parquet lake: long rows with a run column
       trackerhealth analyze lightning_logs/ --group-by config.model   # each run against its group's best
+      trackerhealth analyze runs.csv --group-by model                 # a column with one value per run
 
     A folder, glob or files of Parquet that all have a run column (exported W&B histories, a dump
     of MLflow's metrics table, Databricks' run_metrics_history) are one lake: one report per run,
