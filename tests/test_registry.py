@@ -38,7 +38,7 @@ def test_every_diagnosis_documents_itself_and_its_thresholds():
         for rendered in ("**Fix.**", "**Thresholds.**"):
             assert rendered not in doc, f"{d.id}: {rendered} is rendered from the code; drop it from the docstring"
         assert d.recommendation and d.recommendation == d.module.RECOMMENDATION
-        assert _docs.page(d).endswith(f"**Fix.** {d.recommendation}")
+        assert f"**Fix.** {d.recommendation}\n\n**Real cases.**\n\n- `{d.real_cases[0].run}`" in _docs.page(d)
         assert dataclasses.is_dataclass(d.thresholds) and d.thresholds.__dataclass_params__.frozen
         for name, default, meaning in d.threshold_meanings():
             assert default is not dataclasses.MISSING, (d.id, name)

@@ -11,6 +11,8 @@ Each diagnosis is one module in this package that defines:
   number the diagnosis decides on;
 - ``RECOMMENDATION`` – the fix text: the one copy, used by the findings and the docs page;
 - ``run(history, thresholds) -> Finding`` – pure: ``history`` is a :class:`~trackerhealth.roles.RoleView`;
+- ``REAL_CASES`` – real runs it catches, quoted on its documentation page (see
+  :mod:`._real_cases`; ``tests/test_real_cases.py`` re-checks each against its cached log);
 - ``COMPARES_RUNS`` – optional, ``True`` for a diagnosis that judges a run against its group
   (``history.cohort``) and is skipped for a run analysed alone.
 
@@ -40,6 +42,7 @@ class Diagnosis:
     thresholds: type
     recommendation: str
     module: ModuleType
+    real_cases: tuple = ()  # of _real_cases.RealCase
     compares_runs: bool = False  # judges a run against its group's baseline; skipped for a run alone
 
     @property
@@ -73,7 +76,7 @@ def _discover() -> dict[str, Diagnosis]:
         if not hasattr(module, "ID"):
             continue
         diag = Diagnosis(module.ID, module.TITLE, tuple(module.NEEDS), module.Thresholds, module.RECOMMENDATION, module,
-                         bool(getattr(module, "COMPARES_RUNS", False)))
+                         tuple(module.REAL_CASES), bool(getattr(module, "COMPARES_RUNS", False)))
         if diag.id in found:
             raise RuntimeError(f"two diagnosis modules claim the id {diag.id!r}")
         found[diag.id] = diag

@@ -41,8 +41,10 @@ def render(diagnosis_id: str | None = None, fmt: str = "text") -> str:
 
 
 def page(d: Diagnosis) -> str:
-    """The diagnosis' documentation: its docstring, then the fix from ``RECOMMENDATION``."""
-    return f"{d.doc}\n\n**Fix.** {d.recommendation}"
+    """The diagnosis' documentation: its docstring, the fix from ``RECOMMENDATION``, then the real
+    runs it catches (``REAL_CASES``)."""
+    cases = "\n".join(c.markdown() for c in d.real_cases)
+    return f"{d.doc}\n\n**Fix.** {d.recommendation}\n\n**Real cases.**\n\n{cases}"
 
 
 def markdown(chosen: list[Diagnosis], with_scorecard: bool = True) -> str:

@@ -30,6 +30,7 @@ from ..baseline import comparable, curve, final_level
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
+from ._real_cases import TORCH, RealCase
 from ._thresholds import knob
 
 ID = "baseline-regression"
@@ -41,6 +42,13 @@ _SELF = sys.modules[__name__]
 RECOMMENDATION = (
     "Diff this run's config, code version and data against the baseline's (the evidence names it): the "
     "setting that differs is the first suspect. Re-run with the baseline's value of each difference in turn."
+)
+
+
+REAL_CASES = (
+    RealCase("multitask_digits_lr_too_low", TORCH, "a two-head net trained with Adam at lr 1e-5, beside its sane siblings",
+             "val_loss ended at 3.32, 14.6x the final 0.227 of the group's baseline multitask_digits_twin_sgd",
+             grouped=True, explained_by="slow-convergence"),
 )
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from ..roles import RoleView
 from ..schema import Evidence, Finding, Series
 from . import _common as c
+from ._real_cases import TORCH, RealCase
 from ._thresholds import knob
 
 ID = "input-bottleneck"
@@ -36,6 +37,12 @@ RECOMMENDATION = (
     "Raise DataLoader num_workers, set pin_memory=True and persistent_workers=True with prefetching; move "
     "decoding/augmentation to the GPU or precompute it; read data from fast local storage; then check that "
     "data time falls below compute time."
+)
+
+
+REAL_CASES = (
+    RealCase("mlp_too_few_workers", TORCH, "FFT augmentation in a single DataLoader worker",
+             "Each step spends 14.9x as long waiting for data as computing"),
 )
 
 

@@ -37,6 +37,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
+from ._real_cases import TORCH, RealCase
 from ._thresholds import knob
 
 ID = "loss-oscillation"
@@ -47,6 +48,12 @@ _SELF = sys.modules[__name__]
 RECOMMENDATION = (
     "Lower the learning rate (try 3-10x smaller) or add warm-up and a decay schedule; increase the batch "
     "size or accumulate gradients to reduce gradient noise; if single updates cause the swings, clip gradients."
+)
+
+
+REAL_CASES = (
+    RealCase("transformer_lr_too_high", TORCH, "a character-level transformer trained with AdamW at lr 0.6",
+             "rose from 7.76 to 10.1 … The config sets the learning rate to 0.6, high for adamw"),
 )
 
 

@@ -40,6 +40,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
+from ._real_cases import TORCH, RealCase
 from ._thresholds import knob
 
 _SELF = sys.modules[__name__]
@@ -53,6 +54,14 @@ RECOMMENDATION = (
     "clipping; lower the learning rate or lengthen warm-up; inspect the batch before the first bad step "
     "for invalid labels or extreme inputs; check the LR schedule for a spike at a restart; with mixed "
     "precision use a gradient scaler."
+)
+
+
+REAL_CASES = (
+    RealCase("cnn_lr_spike_restart", TORCH, "a CNN whose learning rate jumps to 50 at a warm restart",
+             "loss diverged at step 153, after the gradient norm spiked to 1.74e+06x its median … without a NaN"),
+    RealCase("regression_corrupt_target", TORCH, "a regression with one target of 10^6 in the training set",
+             "one update at step 150 had a gradient norm of 1.54e+05, 1.94e+05x the run's level"),
 )
 
 

@@ -43,6 +43,7 @@ from ..baseline import comparable, curve, per_step, reaches
 from ..roles import RoleView
 from ..schema import OK, Evidence, Finding
 from . import _common as c
+from ._real_cases import TORCH, RealCase
 from ._thresholds import knob
 
 ID = "slow-convergence"
@@ -53,6 +54,14 @@ _SELF = sys.modules[__name__]
 RECOMMENDATION = (
     "Normalize input features; use a standard initialization (He for ReLU, Xavier for tanh) and add "
     "Batch/LayerNorm; raise the learning rate (run an LR range test); with Adam keep epsilon near 1e-8."
+)
+
+
+REAL_CASES = (
+    RealCase("multitask_digits_lr_too_low", TORCH, "a two-head net trained with Adam at lr 1e-5",
+             "fell only 0.817% in 261 steps … The config sets the learning rate to 1e-05, very small for adam"),
+    RealCase("regression_adam_eps_1", TORCH, "a regression with Adam epsilon 1.0 (a typo for 1e-8)",
+             "falls at an almost constant rate instead of bending … The config sets Adam epsilon to 1"),
 )
 
 

@@ -23,6 +23,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
+from ._real_cases import TORCH, RealCase
 from ._thresholds import knob
 
 ID = "task-imbalance"
@@ -33,6 +34,13 @@ _SELF = sys.modules[__name__]
 RECOMMENDATION = (
     "Balance the loss terms: normalize targets or divide each task loss by its initial value, or weight them "
     "dynamically (GradNorm, uncertainty weighting); log per-task gradient norms to watch the balance."
+)
+
+
+REAL_CASES = (
+    RealCase("multitask_wine_imbalance_raw_proline", TORCH,
+             "proline regressed in raw mg/L beside a cultivar classifier, the two losses summed unweighted",
+             "train/loss_proline is 100% of the total loss while train/loss_cls rose by 149%"),
 )
 
 

@@ -23,6 +23,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
+from ._real_cases import TORCH, RealCase
 from ._thresholds import knob
 
 ID = "vanishing-gradients"
@@ -33,6 +34,12 @@ _SELF = sys.modules[__name__]
 RECOMMENDATION = (
     "Add residual connections and Batch/LayerNorm; replace sigmoid/tanh with ReLU or GELU; use He or "
     "Xavier initialization; keep logging per-layer gradient norms to confirm the gradient reaches the first layers."
+)
+
+
+REAL_CASES = (
+    RealCase("mlp_vanishing_sigmoid20", TORCH, "20 sigmoid layers without residual connections",
+             "the first 5 of 20 layers get gradient norms of 9.55e-18 (below 1.00e-07) while the last layers get 0.0101"),
 )
 
 
