@@ -47,6 +47,7 @@ def _finding(diag_id, case):
     else:
         label = PUBLIC_LABELS[case.run]
         assert diag_id in label["labels"] and not label.get("ambiguous"), f"{case.run} is not labelled {diag_id}"
+        assert case.setting.startswith(label["repo"]), f"{case.run}: name its repository, {label['repo']}"
         path = public_logs.SETS["public"][1] / label["path"]
         if not path.exists():
             pytest.skip(f"{path} (restored public logs) not present")

@@ -25,7 +25,7 @@ import numpy as np
 from ..roles import RoleView
 from ..schema import Evidence, Finding, Series
 from . import _common as c
-from ._real_cases import TORCH, RealCase
+from ._real_cases import PUBLIC, TORCH, RealCase
 from ._thresholds import knob
 
 ID = "input-bottleneck"
@@ -43,6 +43,8 @@ RECOMMENDATION = (
 REAL_CASES = (
     RealCase("mlp_too_few_workers", TORCH, "FFT augmentation in a single DataLoader worker",
              "Each step spends 14.9x as long waiting for data as computing"),
+    RealCase("P16-p2r8mweq", PUBLIC, "2btlFe/SSD-Practice, a W&B run folder with system metrics",
+             "The GPU is busy only 28.9% of the time on average"),
 )
 
 

@@ -37,7 +37,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
-from ._real_cases import TORCH, RealCase
+from ._real_cases import PUBLIC, TORCH, RealCase
 from ._thresholds import knob
 
 ID = "loss-oscillation"
@@ -54,6 +54,8 @@ RECOMMENDATION = (
 REAL_CASES = (
     RealCase("transformer_lr_too_high", TORCH, "a character-level transformer trained with AdamW at lr 0.6",
              "rose from 7.76 to 10.1 … The config sets the learning rate to 0.6, high for adamw"),
+    RealCase("P24", PUBLIC, "JohnBBB42/Hidden_Markov_Miracles, a Lightning CSVLogger metrics.csv",
+             "train_nll_step is stuck near 0.666, only 1.63% below its start 0.677, and it shot up to 28.8x its starting level early on"),
 )
 
 

@@ -40,7 +40,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
-from ._real_cases import TORCH, RealCase
+from ._real_cases import PUBLIC, TORCH, RealCase
 from ._thresholds import knob
 
 _SELF = sys.modules[__name__]
@@ -62,6 +62,8 @@ REAL_CASES = (
              "loss diverged at step 153, after the gradient norm spiked to 1.74e+06x its median … without a NaN"),
     RealCase("regression_corrupt_target", TORCH, "a regression with one target of 10^6 in the training set",
              "one update at step 150 had a gradient norm of 1.54e+05, 1.94e+05x the run's level"),
+    RealCase("P02-v0", PUBLIC, "0729max0729/PINNforEM, a Lightning CSVLogger metrics.csv (a physics-informed net)",
+             "mean_loss diverged at step 543: its level jumped from 0.0223 back to 0.552 (its start was 0.324) without a NaN"),
 )
 
 

@@ -27,7 +27,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding, Series
 from . import _common as c
-from ._real_cases import TORCH, RealCase
+from ._real_cases import PUBLIC, TORCH, RealCase
 from ._thresholds import knob
 
 ID = "overfitting"
@@ -44,6 +44,8 @@ RECOMMENDATION = (
 REAL_CASES = (
     RealCase("mlp_overfit_small_subset", TORCH, "a 4×256 MLP on 60 rows of breast-cancer data, no regularisation",
              "val_loss rose 83% from its best 0.0882 (step 24) to 0.161 while train_loss went 0.0591 → 1.90e-05"),
+    RealCase("P05", PUBLIC, "Merlinmy/Whisper_small_hi, an HF Trainer trainer_state.json (Whisper fine-tuning)",
+             "eval_loss rose 47% from its best 0.307 (step 1,000) to 0.452 while loss went 0.113 → 0.00105"),
 )
 
 

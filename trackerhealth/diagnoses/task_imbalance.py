@@ -23,7 +23,7 @@ from .. import stats
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
-from ._real_cases import TORCH, RealCase
+from ._real_cases import PUBLIC, TORCH, RealCase
 from ._thresholds import knob
 
 ID = "task-imbalance"
@@ -41,6 +41,8 @@ REAL_CASES = (
     RealCase("multitask_wine_imbalance_raw_proline", TORCH,
              "proline regressed in raw mg/L beside a cultivar classifier, the two losses summed unweighted",
              "train/loss_proline is 100% of the total loss while train/loss_cls rose by 149%"),
+    RealCase("P10", PUBLIC, "Martinmbiro/variational-autoencoder, a plain training-log CSV of a VAE's loss terms",
+             "recon_loss is 93.2% of the total loss while kl_loss fell by only 0.233%"),
 )
 
 
