@@ -19,6 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from trackerhealth.adapters.files import InputError, collect_histories, read_histories
+from trackerhealth.engine import analyze
+from trackerhealth.roles import resolve
 
 DATA = Path(__file__).resolve().parent / "data" / "files"
 REALWORLD = Path(__file__).resolve().parents[2] / "shared" / "realworld"
@@ -155,7 +157,8 @@ def test_wide_parquet_and_jsonl(tmp_path):
     p = write(tmp_path / "w.ndjson", '{"_step": 0, "loss": 2}\n{"_step": 1, "loss": 1.5, "mode": "val"}\n'
               '{"_step": 2, "loss": NaN, "nested": {"a": 1}}\n')
     h = one(p)
-    assert h.keys() == ["loss"] and len(h["loss"]) == 3 and math.isnan(h["loss"].values[-1])
+    assert h.keys() == ["loss", "nested.a"] and len(h["loss"]) == 3 and math.isnan(h["loss"].values[-1])
+    assert list(h["nested.a"].steps) == [2]  # a nested object is read as name.key metrics
 
 
 def test_json_documents_records_and_keras_history(tmp_path):
@@ -523,3 +526,24 @@ def test_realworld_tensorboard_gan():
     assert sorted(h.keys()) == ["Discriminator loss", "Generator loss"]
     assert len(h["Generator loss"]) == 810 and h["Generator loss"].steps[-1] == 809  # 3 x steps 0..269
     assert h["Generator loss"].wall_times[0] == pytest.approx(1668944811.8, abs=1)
+
+
+def test_nested_json_lines_are_read_as_name_dot_key_metrics(tmp_path):
+    # A hand-written per-epoch log: {"train": {"loss": ...}, "val": {"loss": ...}}. Its losses must be
+    # found (a run whose losses were dropped would read as one with no loss at all), through Arrow's
+    # reader and through the line-by-line one that a mixed-type line sends the file to.
+    lines = [{"epoch": e, "train": {"loss": 2.0 / (e + 1)}, "val": {"loss": 2.2 / (e + 1), "top1": e}} for e in range(6)]
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    mixed = tmp_path / "mixed.jsonl"
+    lines[3]["val"]["top1"] = "n/a"
+    del lines[4]["val"]
+    mixed.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    for path in (clean, mixed):
+        (h,) = read_histories(path)
+        assert {"train.loss", "val.loss", "val.top1"} <= set(h.keys()), path.name
+        assert any("nested object(s) read as <name>.<key> columns: train, val" in n for n in h.notes), h.notes
+        assert analyze(h).findings and resolve(h).key("train_loss") == "train.loss"
+        assert resolve(h).key("val_loss") == "val.loss"
+    (h,) = read_histories(mixed)
+    assert list(h["val.loss"].steps) == [0, 1, 2, 3, 5]  # the line without "val" logged no val loss: absent, not NaN

@@ -221,6 +221,7 @@ def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
         table = pa_json.read_json(_stream(path, sniffed), read_options=pa_json.ReadOptions(block_size=1 << 22))
         table.column_names  # noqa: B018 - raises on a key that is not UTF-8
         notes: list[str] = []
+        table = _flatten_nested(table, notes)
         _note_no_line_end(notes, path, sniffed, table)
         return table, notes
     except (pa.ArrowException, OSError, UnicodeDecodeError):
@@ -242,9 +243,39 @@ def read_jsonl(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
                                '{"step": ..., "loss": ...} object per line')
     if bad:
         notes.append(f"{bad} unreadable line(s) skipped ({first_bad})")
+    nested = sorted({k for row in rows for k, v in row.items() if isinstance(v, dict)})
+    if nested:
+        rows = [_flat_row(row) for row in rows]
+        notes.append(f"nested object(s) read as <name>.<key> columns: {', '.join(nested)}")
     table = records_to_table(rows, notes)
     _note_no_line_end(notes, path, sniffed, table)
     return table, notes
+
+
+def _flat_row(row: dict, prefix: str = "") -> dict:
+    """One parsed line with nested objects as ``name.key`` entries, as Arrow's ``Table.flatten`` names
+    them. Hand-written: pandas' ``json_normalize`` fills a key a line lacks with NaN, which would turn
+    "not logged at this step" into a non-finite value."""
+    out: dict = {}
+    for key, value in row.items():
+        if isinstance(value, dict):
+            out.update(_flat_row(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _flatten_nested(table: pa.Table, notes: list[str]) -> pa.Table:
+    """Nested objects (``{"train": {"loss": …}, "val": {"loss": …}}``, a common hand-written log) as
+    ``train.loss`` and ``val.loss`` columns: Arrow reads them as struct columns, which are not metrics,
+    so without this the run's losses would be silently dropped."""
+    nested = [f.name for f in table.schema if pa.types.is_struct(f.type)]
+    if not nested:
+        return table
+    while any(pa.types.is_struct(f.type) for f in table.schema):
+        table = table.flatten()
+    notes.append(f"nested object(s) read as <name>.<key> columns: {', '.join(nested)}")
+    return table
 
 
 def _json_rows(lines) -> tuple[list[dict], int, str]:
