@@ -3,6 +3,7 @@
 - a finite blow-up (the loss jumps back to its start after a gradient-norm spike, no NaN) is
   ``nonfinite``, critical, with the spike as onset; a calm jump or a loss that keeps bouncing is not;
 - a loss that never learns is ``loss-oscillation`` (``no_learning``); a run that converged and idles is not;
+- a loss that fell and then froze (it stops moving from batch to batch) is ``loss-oscillation`` (``frozen_level``);
 - a fall that crawls at a constant rate and is still falling is ``slow-convergence`` (``back_loaded_fall``);
   a loss that bends early is not;
 - a NaN gradient norm under a finite loss (HF filters NaN losses from its log) is a ``nonfinite`` warning.
@@ -80,6 +81,18 @@ def test_a_run_that_converges_early_and_idles_is_healthy():
     assert report.finding("loss-oscillation").level == "ok" and report.finding("slow-convergence").level == "ok"
 
 
+def test_a_loss_that_falls_then_freezes_at_a_constant_prediction_is_loss_oscillation():
+    # Public log P09-v5 (an LSTM regressing 0/1 targets): the MSE falls 0.63 -> 0.25 and then sits at
+    # 0.2500-0.2505 for the rest of the run -- predicting 0.5 for every sample, whatever the batch.
+    frozen = np.where(T < 300, 0.25 + 0.38 * np.exp(-T / 60), 0.25) + np.abs(_noise(10, 1e-4))
+    finding = _report(loss=frozen).finding("loss-oscillation")
+    assert finding.level == "warning" and [e.code for e in finding.evidence] == ["frozen_level"], finding.message
+    assert "stopped moving" in finding.message and "learning rate" in finding.recommendation
+    # The same fall to a level where minibatch noise still moves the loss (a converged run) is healthy.
+    converged = np.where(T < 300, 0.25 + 0.38 * np.exp(-T / 60), 0.25) + _noise(10, 0.01)
+    assert _report(loss=converged).finding("loss-oscillation").level == "ok"
+
+
 def test_a_constant_rate_crawl_still_falling_is_slow_and_a_loss_that_bends_early_is_not():
     crawl = 2.3 - 0.6 * T / N + _noise(6, 0.01)  # plain SGD with a tiny LR: a line that never bends
     finding = _report(loss=crawl).finding("slow-convergence")
@@ -126,6 +139,21 @@ def test_a_term_that_fell_early_then_stopped_under_a_dominating_term_is_task_imb
     # The same terms with the small one still falling over the second half are balanced enough.
     falling = 10 * np.exp(-T / 10) + 1.0 * np.exp(-T / 400) + _noise(5, 0.01)
     assert _report(loss=big + falling, loss_field=big, loss_port=falling).finding("task-imbalance").level == "ok"
+
+
+def test_a_task_swamped_by_a_term_orders_of_magnitude_larger_is_task_imbalance():
+    # The torch corpus's cnn_imbalance_raw_ink shape: ink regressed in raw pixels (~1e5 at the start)
+    # summed with a digit cross-entropy (~2.3). The ink term falls a thousandfold; the digit term, 78x
+    # smaller, crawls from 2.3 to ~1.8 -- still falling more than the 5 % that makes a term flat.
+    ink = 95000 * np.exp(-T / 40) + 70 + _noise(8, 5.0)
+    digit = 2.3 - 0.5 * T / N + _noise(9, 0.05)
+    finding = _report(loss=ink + digit, loss_ink=ink, loss_digit=digit).finding("task-imbalance")
+    assert finding.level in ("warning", "critical"), finding.message
+    lag = next(e for e in finding.evidence if e.code == "lagging_task_loss")
+    assert lag.metric == "loss_digit" and lag.observed < 0.25 and "swamped" in finding.message
+    # The same scales with the small task keeping pace (both fall about as far, as log-ratios) are fine.
+    keeping_pace = 2.3 * np.exp(-T / 150) + 0.02 + _noise(9, 0.005)
+    assert _report(loss=ink + keeping_pace, loss_ink=ink, loss_digit=keeping_pace).finding("task-imbalance").level == "ok"
 
 
 def test_a_mean_over_the_terms_is_the_training_loss_not_the_largest_term():

@@ -50,7 +50,9 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 
 # The pooled held-out figures as measured (README "How well the diagnoses work"), per diagnosis
 # (precision, recall). They are floors, not the issue's target of 0.9 for both: loss-oscillation,
-# slow-convergence, task-imbalance and vanishing-gradients are short of it.
+# slow-convergence, task-imbalance, vanishing-gradients and overfitting are short of it. task-imbalance's
+# third find (cnn_imbalance_raw_ink, a term 78x the other) came with the lagging-task rule, written for
+# that class after the issue named it: its fold takes the rule's default on a tie, so it is not held out.
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 1.0),
@@ -59,7 +61,7 @@ FLOORS = {
     "vanishing-gradients": (1.0, 0.8),
     "loss-oscillation": (0.9, 0.7),
     "slow-convergence": (0.75, 0.7),
-    "task-imbalance": (1.0, 0.5),
+    "task-imbalance": (1.0, 0.75),
 }
 
 
@@ -67,7 +69,7 @@ def test_pooled_held_out_floors_as_measured(folds):
     pooled = folds["pooled_held_out"]
     for diag_id, (precision, recall) in FLOORS.items():
         assert pooled[diag_id]["precision"] >= precision and pooled[diag_id]["recall"] >= recall, (diag_id, pooled[diag_id])
-    assert folds["pooled_macro_f1"] >= 0.875
+    assert folds["pooled_macro_f1"] >= 0.9
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 2 of 70 as measured (the issue's target: at most 1 in 20): slow-convergence on two language models
     # with warm-up + cosine and one-cycle schedules. The cnn fold's three sane twins, which sit at chance
@@ -136,9 +138,9 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
         "regression_raw_features_sgd", "rnn_lr_too_low", "transformer_init_too_small"}
     bad, total = grouped["grouped_healthy_flagged"]
     assert bad <= 1 and total >= 70  # 1 of 70, as alone (another run)
-    # Macro-F1 falls (0.88 alone, 0.81 grouped): baseline-regression's one false alarm, a healthy
+    # Macro-F1 falls (0.91 alone, 0.83 grouped): baseline-regression's one false alarm, a healthy
     # batch-4 run that ends at 10.8x its baseline's loss, makes its row an F1 of 0.
-    assert grouped["grouped"]["baseline-regression"]["fp"] <= 1 and grouped["grouped_macro_f1"] >= 0.81
+    assert grouped["grouped"]["baseline-regression"]["fp"] <= 1 and grouped["grouped_macro_f1"] >= 0.83
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():

@@ -129,10 +129,15 @@ def on_total_loss(explainer: Finding, symptom: Finding, view: RoleView, t: Thres
     return total in metrics
 
 
+# loss-oscillation's verdicts on a loss that does not move, as opposed to one that swings.
+STILL_CODES = ({"no_learning"}, {"frozen_level"})
+
+
 def only_no_learning(explainer: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
-    """The symptom is loss-oscillation's "never learned" alone (its no_learning evidence, nothing about
-    swings): a loss that slow-convergence sees falling steadily is learning, however slowly."""
-    return {e.code for e in symptom.evidence} == {"no_learning"}
+    """The symptom is loss-oscillation's "never learned" or "stopped moving" alone (its no_learning or
+    frozen_level evidence, nothing about swings): a loss that slow-convergence sees falling steadily is
+    learning, however slowly."""
+    return {e.code for e in symptom.evidence} in STILL_CODES
 
 
 def training_loss_rose(explainer: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
@@ -190,7 +195,7 @@ RULES: tuple[Rule, ...] = (
          "a run that ends worse on its training data than it began is not memorising it: the val loss rising "
          "with it is the same unstable optimisation, and its fix (a lower LR, warm-up) is the fix"),
     Rule("slow-convergence", ("loss-oscillation",), only_no_learning,
-         "loss-oscillation reports only that the loss never learned (no swings), and slow-convergence still sees it falling",
+         "loss-oscillation reports only that the loss never learned or stopped moving (no swings), and slow-convergence still sees it falling",
          "a loss crawling down steadily is learning, too slowly: that is the finding, and its fix (LR, init, "
          "normalisation) is the one to try; this rule runs after the others, and only an unexplained "
          "slow-convergence explains"),

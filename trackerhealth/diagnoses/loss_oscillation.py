@@ -17,7 +17,12 @@ fault: a loss that bounces without falling — over the second half a short movi
 while the trend is not falling (t > −``stalled_t``) and the run improved less than
 ``bounce_max_improvement`` (evidence ``level_wander``); and a loss that never learned — less than
 ``no_learning`` below its start at the end (or above it, short of ``rise``), its second half falling by less than ``no_learning_tail``,
-and no val loss that fell (evidence ``no_learning``, a warning). A steady slow fall
+and no val loss that fell (evidence ``no_learning``, a warning); and a loss that fell and then froze —
+over the second half its 5-95 % range is under ``frozen_range`` of its level while that level is still
+``frozen_min_level`` of its start or more (evidence ``frozen_level``, a warning): minibatch training
+always moves the loss from batch to batch, so a loss that stops moving means the model's output stopped
+changing (a constant prediction such as the target's mean or the class prior, dead units, an LR at
+zero). A steady slow fall
 (``slow-convergence``) and a smooth, flat loss (for example a network whose early layers get no
 gradient) are stable and not this fault; a loss that fell far and then flattens is a finished
 plateau.
@@ -48,6 +53,13 @@ _SELF = sys.modules[__name__]
 RECOMMENDATION = (
     "Lower the learning rate (try 3-10x smaller) or add warm-up and a decay schedule; increase the batch "
     "size or accumulate gradients to reduce gradient noise; if single updates cause the swings, clip gradients."
+)
+
+FROZEN_RECOMMENDATION = (
+    "Check that the learning rate has not decayed to zero and that gradients reach the weights (log the gradient "
+    "norm); a loss pinned at a constant is often a collapsed prediction (the target's mean, the class prior): "
+    "normalise inputs and targets, check the initialisation and activations for dead units, and lower the LR if an "
+    "early blow-up killed them."
 )
 
 
@@ -86,6 +98,9 @@ class Thresholds:
     bounce_max_improvement: float = knob(0.6, "a bouncing loss that improved more than this share has learned: its swings are about a low level")
     stalled_bins: int = knob(30, "bins of the second half whose medians its trend line is fitted through")
     stalled_t: float = knob(2.0, "the second half is stalled unless its binned trend t statistic is at most -stalled_t")
+    frozen_range: float = knob(0.01, "over the second half, a loss whose 5-95 % range is below this share of its level has stopped moving")
+    frozen_quantile: float = knob(0.05, "the frozen range runs from this quantile of the second half to its complement (a logged blip does not hide a pinned loss)")
+    frozen_min_level: float = knob(0.02, "a frozen loss counts while its level is at least this share of its start (one that converged to ~0 is done)")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -123,6 +138,17 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         message = (f"{key} never learned: it sits at {c.fmt(tail)} from step {c.fmt_step(s[0])} to {c.fmt_step(s[-1])}, within "
                    f"{c.fmt(100 * abs(improvement))}% of where it started.")
         return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
+    frozen = _frozen(v[half:], head, thresholds)
+    if frozen is not None and not (rising or unstable or bouncing):
+        level, spread = frozen
+        evidence = [Evidence(key, spread, thresholds.frozen_range, float(s[half]), float(s[-1]), "frozen_level",
+                             f"5-95 % range of the loss over the second half relative to its level {c.fmt(level)}; "
+                             f"it started at {c.fmt(head)}")]
+        message = (f"{key} stopped moving: from step {c.fmt_step(s[half])} to {c.fmt_step(s[-1])} it stays within "
+                   f"{c.fmt(100 * spread)}% of {c.fmt(level)} ({c.fmt(100 * level / head)}% of its start {c.fmt(head)}). "
+                   "Minibatch training moves the loss from batch to batch; one that does not means the model's output "
+                   "stopped changing.")
+        return c.problem(_SELF, False, message, FROZEN_RECOMMENDATION, evidence)
     # A loss that learned and then, swinging, ends its second half more than ``late_rise`` above where
     # that half began (1.0: doubled) is not settling: the optimizer is throwing away what it learned.
     # The climb must matter on the run's own scale: a converged loss of 1e-5 that doubles is still ~0.
@@ -198,6 +224,19 @@ def _stalled(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> bool:
     if len(b.median) < thresholds.early_min_points:
         return False
     return bool(stats.trend(b.steps, b.median).t > -thresholds.stalled_t)
+
+
+def _frozen(v: np.ndarray, start: float, thresholds: Thresholds) -> tuple[float, float] | None:
+    """(level, 5-95 % range over level) of the second half when it has stopped moving, else None.
+
+    A quantile range (``frozen_quantile``), not max - min, so one logged blip does not hide a loss that is
+    otherwise pinned."""
+    level = float(np.median(v))
+    if level <= 0 or level < thresholds.frozen_min_level * start:
+        return None
+    low, high = np.quantile(v, [thresholds.frozen_quantile, 1 - thresholds.frozen_quantile])
+    spread = float(high - low) / level
+    return (level, spread) if spread < thresholds.frozen_range else None
 
 
 def _relative_fall(v: np.ndarray, thresholds: Thresholds) -> float:

@@ -6,7 +6,12 @@ of the summed loss is computed from their medians. The finding fires when one ta
 ``dominant_share`` (90 %, from the seed) of the total while another task's loss stayed flat — it
 fell by less than ``flat_change`` of its starting level over the run, or over that last ``tail``
 share (its first ``late_parts``-th against its last: a term that fell in the first epochs and then stopped
-while the dominant one went on falling), or rose. Critical above ``critical_share``.
+while the dominant one went on falling), or rose. Critical above ``critical_share``. A term that the
+dominant one outweighs by orders of magnitude (``swamp_ratio`` × its level or more: an unscaled
+regression target in grams or pixels summed with a cross-entropy) is not being trained either when it
+fell by less than ``lag_ratio`` of what the dominant term fell, both measured as log-ratios of start to
+end (evidence ``lagging_task_loss``): its gradient is a rounding error beside the other's, so what it
+learns comes by chance through the shared layers.
 
 **Why it matters.** The optimizer follows the dominant term's gradient; the flat task is not being
 trained, whatever its weight in the report.
@@ -56,13 +61,16 @@ class Thresholds:
     change_head_share: float = knob(0.02, "share at the start whose median is a task's starting level (at least 3 points)")
     late_parts: int = knob(5, "the last tail share is cut into this many parts: its first part's median against its last part's is the late change")
     change_tail_share: float = knob(0.2, "share at the end whose median is a task's end level")
+    swamp_ratio: float = knob(30.0, "a dominant term this many times another task's level swamps that task's gradient (orders of magnitude)")
+    lag_ratio: float = knob(0.25, "a swamped task whose loss fell by less than this share of the dominant term's fall (log-ratios) is not being trained")
+    min_dominant_fall: float = knob(0.69, "the dominant term must have fallen at least this log-ratio (0.69: halved) for a lag to mean anything")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
     tasks = history.group("task_losses")
     if len(tasks) < 2:
         return c.skipped(_SELF, "fewer than two per-task losses logged (e.g. loss/<task>)")
-    levels, changes, names, spans = [], [], [], []
+    levels, changes, falls, names, spans = [], [], [], [], []
     for label, key, s in tasks:
         f = c.until_first_nonfinite(s).finite()
         if len(f) < thresholds.min_points:
@@ -82,6 +90,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
             late_start, late_end = float(np.median(tail[:part])), float(np.median(tail[-part:]))
             change = min(change, (late_start - late_end) / (abs(late_start) or 1e-12))  # 1e-12: a numeric guard
         changes.append(change)
+        falls.append(_log_fall(head, end))
         names.append((label, key))
         spans.append((float(f.steps[0]), float(f.steps[-1])))
     if len(levels) < 2:
@@ -92,7 +101,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     shares = np.array(levels) / total
     top = int(np.argmax(shares))
     flat = [i for i in range(len(levels)) if i != top and changes[i] < thresholds.flat_change]
-    if shares[top] <= thresholds.dominant_share or not flat:
+    lagging = [i for i in _swamped(levels, falls, top, thresholds) if i not in flat]
+    if shares[top] <= thresholds.dominant_share or not (flat or lagging):
         return c.ok(_SELF, f"largest task share {c.fmt(100 * shares[top])}% ({names[top][0]}); "
                            f"{'no' if not flat else len(flat)} flat task(s)")
     evidence = [Evidence(names[top][1], float(shares[top]), thresholds.dominant_share, *spans[top], "dominant_task_share",
@@ -100,9 +110,33 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     for i in flat:
         evidence.append(Evidence(names[i][1], float(changes[i]), thresholds.flat_change, *spans[i], "flat_task_loss",
                                  "relative change of this task's loss from start to end, or over the last part of the run when smaller"))
-    flat_names = ", ".join(names[i][1] for i in flat)
-    least = min(changes[i] for i in flat)
-    moved = f"rose by {c.fmt(-100 * least)}%" if least < 0 else f"fell by only {c.fmt(100 * least)}%"
-    message = (f"{names[top][1]} is {c.fmt(100 * shares[top])}% of the total loss while {flat_names} "
-               f"{moved}: that task is not being trained.")
+    for i in lagging:
+        evidence.append(Evidence(names[i][1], falls[i] / falls[top], thresholds.lag_ratio, *spans[i], "lagging_task_loss",
+                                 f"this task's fall over {names[top][1]}'s (log-ratios of start to end); "
+                                 f"{names[top][1]} is {c.fmt(levels[top] / levels[i])}x its level"))
+    if flat:
+        flat_names = ", ".join(names[i][1] for i in flat)
+        least = min(changes[i] for i in flat)
+        moved = f"rose by {c.fmt(-100 * least)}%" if least < 0 else f"fell by only {c.fmt(100 * least)}%"
+        message = (f"{names[top][1]} is {c.fmt(100 * shares[top])}% of the total loss while {flat_names} "
+                   f"{moved}: that task is not being trained.")
+    else:
+        i = lagging[0]
+        message = (f"{names[top][1]} is {c.fmt(levels[top] / levels[i])}x {names[i][1]}'s level and fell to "
+                   f"{c.fmt(100 * np.exp(-falls[top]))}% of its start, while {names[i][1]} only fell to "
+                   f"{c.fmt(100 * np.exp(-falls[i]))}% of its start: its gradient is swamped, that task is barely being trained.")
     return c.problem(_SELF, shares[top] > thresholds.critical_share, message, RECOMMENDATION, evidence)
+
+
+def _log_fall(head: float, end: float) -> float:
+    """How far a term fell as ln(start/end), comparable between terms of any scale; NaN unless both are positive."""
+    return float(np.log(head / end)) if head > 0 and end > 0 else float("nan")
+
+
+def _swamped(levels: list[float], falls: list[float], top: int, thresholds: Thresholds) -> list[int]:
+    """Tasks the dominant term outweighs by ``swamp_ratio`` or more that fell by less than ``lag_ratio`` of
+    what it fell: the gradient of the sum is the dominant term's, so the small task trains only by accident."""
+    if not falls[top] >= thresholds.min_dominant_fall:  # also False for NaN
+        return []
+    return [i for i in range(len(levels)) if i != top and levels[top] >= thresholds.swamp_ratio * levels[i]
+            and np.isfinite(falls[i]) and falls[i] < thresholds.lag_ratio * falls[top]]
