@@ -35,7 +35,7 @@ RESULT = TORCH / "lofo.json"
 # The knobs a fold may move, each over a few values that bracket the shipped default.
 GRID: dict[str, dict[str, tuple]] = {
     "loss-oscillation": {"wander_ratio": (0.05, 0.08, 0.12), "max_improvement": (0.3, 0.45, 0.6), "no_learning": (0.05, 0.08, 0.12),
-                         "late_rise": (1.0, 2.0), "frozen_range": (0.005, 0.01, 0.02)},
+                         "late_rise": (1.0, 2.0)},
     "slow-convergence": {"back_loaded": (0.2, 0.3, 0.4), "max_improvement": (0.1, 0.15, 0.25),
                          "back_loaded_max_improvement": (0.5, 0.65, 0.8)},
     "nonfinite": {"rebound": (0.35, 0.5, 0.7), "spike_factor": (10.0, 30.0)},

@@ -209,6 +209,23 @@ def test_periodic_comb_prefers_the_period_over_its_multiples_and_refuses_too_few
     assert stats.periodic_comb(events, 10.0, 10.0, 1.0) is None  # an empty run
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(3, 400), st.floats(-5, 5), st.floats(0, 3), st.integers(0, 2**31 - 1))
+def test_trend_gives_what_scipy_linregress_gives(n, slope, noise, seed):
+    from scipy.stats import linregress
+
+    rng = np.random.default_rng(seed)
+    steps = np.sort(rng.uniform(0, 1000, n))
+    if np.ptp(steps) == 0:
+        return
+    values = slope * steps + noise * rng.standard_normal(n) * 100
+    fit, ours = linregress(steps, values), stats.trend(steps, values)
+    assert ours.slope == pytest.approx(fit.slope, rel=1e-9, abs=1e-12)
+    assert ours.intercept == pytest.approx(fit.intercept, rel=1e-9, abs=1e-9)
+    if noise > 1e-3:  # an exact line's stderr is rounding error in both (t = ±inf or ±1e8: both say "clearly")
+        assert ours.t == pytest.approx(fit.slope / fit.stderr, rel=1e-6)
+
+
 def test_trend_known_answers():
     steps = np.arange(10.0)
     exact = stats.trend(steps, 3.0 - 0.5 * steps)

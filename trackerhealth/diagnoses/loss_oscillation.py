@@ -68,6 +68,8 @@ REAL_CASES = (
              "rose from 7.76 to 10.1 … The config sets the learning rate to 0.6, high for adamw"),
     RealCase("P24", PUBLIC, "JohnBBB42/Hidden_Markov_Miracles, a Lightning CSVLogger metrics.csv",
              "train_nll_step is stuck near 0.666, only 1.63% below its start 0.677, and it shot up to 28.8x its starting level early on"),
+    RealCase("P09-v5", PUBLIC, "DiogoFerreira7/LSTM-Implementation, a Lightning CSVLogger metrics.csv of an LSTM regressing 0/1 targets",
+             "train_loss stopped moving: from step 3,049 to 5,999 it stays within 0.0662% of 0.25 (41.9% of its start 0.597)"),
 )
 
 
