@@ -18,8 +18,9 @@ while the trend is not falling (t > −``stalled_t``) and the run improved less 
 ``bounce_max_improvement`` (evidence ``level_wander``); and a loss that never learned — less than
 ``no_learning`` below its start at the end (or above it, short of ``rise``), its second half falling by less than ``no_learning_tail``,
 and no val loss that fell (evidence ``no_learning``, a warning); and a loss that fell and then froze —
-over the second half its 5-95 % range is under ``frozen_range`` of its level while that level is still
-``frozen_min_level`` of its start or more (evidence ``frozen_level``, a warning): minibatch training
+over the second half its 5-95 % range is under ``frozen_range`` of its level, its step-to-step changes
+(relative to its level) shrank to ``frozen_noise_drop`` of the first half's or less, and that level is
+still ``frozen_min_level`` of its start or more (evidence ``frozen_level``, a warning): minibatch training
 always moves the loss from batch to batch, so a loss that stops moving means the model's output stopped
 changing (a constant prediction such as the target's mean or the class prior, dead units, an LR at
 zero). A steady slow fall
@@ -102,6 +103,7 @@ class Thresholds:
     stalled_t: float = knob(2.0, "the second half is stalled unless its binned trend t statistic is at most -stalled_t")
     frozen_range: float = knob(0.01, "over the second half, a loss whose 5-95 % range is below this share of its level has stopped moving")
     frozen_quantile: float = knob(0.05, "the frozen range runs from this quantile of the second half to its complement (a logged blip does not hide a pinned loss)")
+    frozen_noise_drop: float = knob(0.1, "and its step-to-step changes shrank to at most this share of the first half's (it went still; a smooth average stays as smooth)")
     frozen_min_level: float = knob(0.02, "a frozen loss counts while its level is at least this share of its start (one that converged to ~0 is done)")
 
 
@@ -140,7 +142,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         message = (f"{key} never learned: it sits at {c.fmt(tail)} from step {c.fmt_step(s[0])} to {c.fmt_step(s[-1])}, within "
                    f"{c.fmt(100 * abs(improvement))}% of where it started.")
         return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
-    frozen = _frozen(v[half:], head, thresholds)
+    frozen = _frozen(v[:half], v[half:], head, thresholds)
     if frozen is not None and not (rising or unstable or bouncing):
         level, spread = frozen
         evidence = [Evidence(key, spread, thresholds.frozen_range, float(s[half]), float(s[-1]), "frozen_level",
@@ -228,17 +230,26 @@ def _stalled(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> bool:
     return bool(stats.trend(b.steps, b.median).t > -thresholds.stalled_t)
 
 
-def _frozen(v: np.ndarray, start: float, thresholds: Thresholds) -> tuple[float, float] | None:
+def _frozen(first: np.ndarray, second: np.ndarray, start: float, thresholds: Thresholds) -> tuple[float, float] | None:
     """(level, 5-95 % range over level) of the second half when it has stopped moving, else None.
 
     A quantile range (``frozen_quantile``), not max - min, so one logged blip does not hide a loss that is
-    otherwise pinned."""
-    level = float(np.median(v))
+    otherwise pinned. And the loss must have gone still, not been still all along: a loss averaged over
+    many batches per logged point (HF's ``logging_steps``, an epoch mean) is smooth in both halves, so its
+    step-to-step changes relative to its level must have shrunk ``frozen_noise_drop``-fold or more."""
+    level = float(np.median(second))
     if level <= 0 or level < thresholds.frozen_min_level * start:
         return None
-    low, high = np.quantile(v, [thresholds.frozen_quantile, 1 - thresholds.frozen_quantile])
+    low, high = np.quantile(second, [thresholds.frozen_quantile, 1 - thresholds.frozen_quantile])
     spread = float(high - low) / level
-    return (level, spread) if spread < thresholds.frozen_range else None
+    if spread >= thresholds.frozen_range:
+        return None
+    early_level = abs(float(np.median(first)))  # each half holds at least min_points / 2 points (judged_loss)
+    if early_level == 0:
+        return None
+    early_noise = stats.mad(np.diff(first)) / early_level
+    late_noise = stats.mad(np.diff(second)) / level
+    return (level, spread) if late_noise <= thresholds.frozen_noise_drop * early_noise else None
 
 
 def _relative_fall(v: np.ndarray, thresholds: Thresholds) -> float:
