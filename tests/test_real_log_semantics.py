@@ -184,3 +184,25 @@ def test_a_gradient_norm_that_grows_while_the_loss_falls_faster_is_learning_not_
     stalled[150:] = 1.3 * stalled[149] + _noise(7, 0.03)[150:]
     exploding = _report(loss=stalled, grad_norm=grad).finding("nonfinite")
     assert exploding.level == "warning" and exploding.evidence[0].code == "grad_norm_explosion", exploding.message
+
+
+def test_layer_names_a_store_sorted_are_put_back_in_model_order():
+    # MLflow keeps no log order: the torch corpus's 20-layer sigmoid stack read back from an MLflow store
+    # lists head.weight first and hidden.10 before hidden.2. Judged in that order, the early layers were
+    # the head and the late ones the input layer, and the finding said the whole network had stopped.
+    from evidence.lofo import TORCH
+    from evidence.torch import manifest
+    from trackerhealth.roles import resolve
+
+    entry = next(e for e in manifest.load() if e["name"] == "mlp_vanishing_sigmoid20")
+    logged = read_histories(TORCH / entry["file"])[0]
+    stored = RunHistory.from_series(REF, {k: (logged[k].steps, logged[k].values) for k in sorted(logged.keys())})
+    order = [key for _, key, _ in resolve(stored).group("layer_grad_norms")]
+    assert order[0] == "inp.weight.grad_norm" and order[-1] == "head.weight.grad_norm"
+    assert order.index("hidden.2.weight.grad_norm") < order.index("hidden.10.weight.grad_norm")
+    finding = analyze(stored).finding("vanishing-gradients")
+    assert finding.level == "critical" and "first 5 of 20 layers" in finding.message and "inp.weight" in finding.message
+    # An order that is not the sorted one is the order the run logged: kept as it is.
+    shuffled = ["c.grad_norm", "a.grad_norm", "b.grad_norm"]
+    history = RunHistory.from_series(REF, {k: (T, np.full(N, 0.1)) for k in [*shuffled, "loss"]})
+    assert [key for _, key, _ in resolve(history).group("layer_grad_norms")] == shuffled

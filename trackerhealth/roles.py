@@ -220,8 +220,28 @@ def _layer_groups(keys: list[str], pattern: re.Pattern) -> tuple[tuple[str, str]
         if pattern is _LAYER_PREFIX and layer.lower().startswith(("total", "norm")):
             continue
         found.append((layer, k))
-    # Keys keep first-logged order, which is the model's parameter order; keep it.
+    # Keys keep first-logged order, which is the model's parameter order; keep it -- unless the store
+    # lost it: MLflow keeps no log order (its runs come back with keys sorted by name), and nor does a
+    # table sorted by key. Sorted names put `head` before `hidden.0` and `hidden.10` before `hidden.2`.
+    if len(found) >= 3 and [k for _, k in found] == sorted(k for _, k in found):
+        found.sort(key=lambda pair: _model_order(pair[0]))
     return tuple(found)
+
+
+# Where a parameter's module sits when the names are all there is: the input side (embeddings, the
+# stem), the output side (the head), or the numbered body between them. Judged on the first word of
+# the name that is not a wrapper (``model.``, ``module.``), so an attention block's ``out_proj`` stays
+# in its block.
+_WRAPPERS = frozenset({"model", "module", "net", "network", "base", "transformer", "gradients", "parameters"})
+_INPUT_SIDE = frozenset({"embed", "embeds", "embedding", "embeddings", "wte", "wpe", "inp", "input", "stem", "patch", "tok", "conv_in"})
+_OUTPUT_SIDE = frozenset({"head", "heads", "lm", "classifier", "fc", "out", "output", "outc", "final", "logits", "conv_out"})
+
+
+def _model_order(layer: str) -> tuple:
+    words = [w for w in tokens(layer) if w not in _WRAPPERS] or tokens(layer)
+    first = words[0] if words else ""
+    side = 0 if first in _INPUT_SIDE else 2 if first in _OUTPUT_SIDE else 1
+    return (side, _natural(layer.lower()))
 
 
 def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, units: Mapping[str, str] | None = None) -> RoleView:
