@@ -187,8 +187,8 @@ def test_a_gradient_norm_that_grows_while_the_loss_falls_faster_is_learning_not_
 
 
 def test_layer_names_a_store_sorted_are_put_back_in_model_order():
-    # MLflow keeps no log order: the torch corpus's 20-layer sigmoid stack read back from an MLflow store
-    # lists head.weight first and hidden.10 before hidden.2. Judged in that order, the early layers were
+    # An MLflow file store keeps no log order: the torch corpus's 20-layer sigmoid stack read back from
+    # mlruns/ lists head.weight first and hidden.10 before hidden.2. Judged in that order, the early layers were
     # the head and the late ones the input layer, and the finding said the whole network had stopped.
     from evidence.lofo import TORCH
     from evidence.torch import manifest

@@ -221,8 +221,9 @@ def _layer_groups(keys: list[str], pattern: re.Pattern) -> tuple[tuple[str, str]
             continue
         found.append((layer, k))
     # Keys keep first-logged order, which is the model's parameter order; keep it -- unless the store
-    # lost it: MLflow keeps no log order (its runs come back with keys sorted by name), and nor does a
-    # table sorted by key. Sorted names put `head` before `hidden.0` and `hidden.10` before `hidden.2`.
+    # lost it: an MLflow file store (mlruns/) keeps one file per metric and no log order, so its keys
+    # come back sorted by name, and so do a table sorted by key. Sorted names put `head` before `hidden.0`
+    # and `hidden.10` before `hidden.2`.
     if len(found) >= 3 and [k for _, k in found] == sorted(k for _, k in found):
         found.sort(key=lambda pair: _model_order(pair[0]))
     return tuple(found)
