@@ -98,6 +98,21 @@ def test_a_loss_that_falls_then_freezes_at_a_constant_prediction_is_loss_oscilla
     assert _report(loss=averaged).finding("loss-oscillation").level == "ok"
 
 
+def test_a_loss_that_relapses_two_orders_of_magnitude_at_any_scale_is_critical_loss_oscillation():
+    # Public log P30-v0 (a regression net on raw targets): the MSE falls from 1e8 to ~1e-6 and then blows
+    # up again and again, its last tenth at ~1e-3 -- thousands of times where it had got to, and still
+    # far below its start, so no rule measured against the start sees it.
+    converged = 1e8 * np.exp(-T / 10) + 1e-6 * np.exp(np.abs(_noise(13, 0.3)))
+    relapsed = converged.copy()
+    relapsed[700:] = 1e-6 * 10 ** np.linspace(0, 3.5, N - 700) * np.exp(np.abs(_noise(14, 0.5)))[700:]
+    finding = _report(loss=relapsed).finding("loss-oscillation")
+    assert finding.level == "critical" and [e.code for e in finding.evidence] == ["relapse"], finding.message
+    assert "relapsed" in finding.message
+    # The same fall to a noisy floor that drifts up a little (2x its best: batch noise at ~0) is healthy.
+    drifting = converged * np.where(T > 700, 2.0, 1.0)
+    assert _report(loss=drifting).finding("loss-oscillation").level == "ok"
+
+
 def test_a_constant_rate_crawl_still_falling_is_slow_and_a_loss_that_bends_early_is_not():
     crawl = 2.3 - 0.6 * T / N + _noise(6, 0.01)  # plain SGD with a tiny LR: a line that never bends
     finding = _report(loss=crawl).finding("slow-convergence")

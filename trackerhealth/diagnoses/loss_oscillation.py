@@ -23,7 +23,9 @@ over the second half its 5-95 % range is under ``frozen_range`` of its level, it
 still ``frozen_min_level`` of its start or more (evidence ``frozen_level``, a warning): minibatch training
 always moves the loss from batch to batch, so a loss that stops moving means the model's output stopped
 changing (a constant prediction such as the target's mean or the class prior, dead units, an LR at
-zero). A steady slow fall
+zero). A loss whose last ``relapse_parts``-th sits ``relapse`` × (two orders of magnitude) or more above
+the lowest median of any later part relapsed, at any scale (evidence ``relapse``, critical): it learned
+and then threw it away. A steady slow fall
 (``slow-convergence``) and a smooth, flat loss (for example a network whose early layers get no
 gradient) are stable and not this fault; a loss that fell far and then flattens is a finished
 plateau.
@@ -104,6 +106,8 @@ class Thresholds:
     frozen_range: float = knob(0.01, "over the second half, a loss whose 5-95 % range is below this share of its level has stopped moving")
     frozen_quantile: float = knob(0.05, "the frozen range runs from this quantile of the second half to its complement (a logged blip does not hide a pinned loss)")
     frozen_noise_drop: float = knob(0.1, "and its step-to-step changes shrank to at most this share of the first half's (it went still; a smooth average stays as smooth)")
+    relapse: float = knob(100.0, "a loss whose last part's median is this many times its lowest part median (after the first) relapsed")
+    relapse_parts: int = knob(10, "parts the run is cut into for the relapse check (the first is left out: it is the fall)")
     frozen_min_level: float = knob(0.02, "a frozen loss counts while its level is at least this share of its start (one that converged to ~0 is done)")
 
 
@@ -159,7 +163,18 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     h_head, h_tail = stats.head_tail(v[half:], thresholds.head_share, thresholds.tail_share)
     late_rise = (half_fall < -thresholds.late_rise and ratio > thresholds.fluctuation_ratio
                  and h_tail - h_head >= thresholds.late_rise_floor * head)
-    if not (rising or bouncing or late_rise or (unstable and improvement < thresholds.max_improvement)):
+    flagged = rising or bouncing or late_rise or (unstable and improvement < thresholds.max_improvement)
+    relapse = _relapse(s, v, thresholds)
+    if relapse is not None and not flagged:
+        best, best_step, last, times = relapse
+        evidence = [Evidence(key, times, thresholds.relapse, best_step, float(s[-1]), "relapse",
+                             f"median of the last {c.fmt(100 / thresholds.relapse_parts)}% of the run over the lowest such "
+                             f"median after the first ({c.fmt(best)} around step {c.fmt_step(best_step)})")]
+        message = (f"{key} relapsed: it had got down to {c.fmt(best)} around step {c.fmt_step(best_step)}, and over the last "
+                   f"{c.fmt(100 / thresholds.relapse_parts)}% of the run it sits at {c.fmt(last)}, {c.fmt(times)}x higher: "
+                   "the optimizer threw away what it learned.")
+        return c.problem(_SELF, True, message, RECOMMENDATION, evidence)
+    if not flagged:
         return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}%; swings {c.fmt(100 * ratio)}% of its level; "
                            f"early peak {c.fmt(overshoot)}x its start")
 
@@ -228,6 +243,21 @@ def _stalled(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> bool:
     if len(b.median) < thresholds.early_min_points:
         return False
     return bool(stats.trend(b.steps, b.median).t > -thresholds.stalled_t)
+
+
+def _relapse(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> tuple[float, float, float, float] | None:
+    """(lowest part median after the first, its middle step, the last part's median, their ratio) when the
+    last part sits ``relapse`` x above that lowest median, else None. Medians of parts, so neither one lucky
+    batch nor one bad one decides; a ratio, so it holds for a loss at 1e-6 as for one at 1e3."""
+    parts = [p for p in np.array_split(np.arange(len(v)), thresholds.relapse_parts) if len(p)]
+    if len(parts) < thresholds.relapse_parts:  # fewer points than parts (judged_loss asks for min_points)
+        return None
+    medians = np.array([np.median(v[p]) for p in parts])
+    low = 1 + int(np.argmin(medians[1:]))
+    best, last = float(medians[low]), float(medians[-1])
+    if best <= 0 or low == len(parts) - 1 or last < thresholds.relapse * best:
+        return None
+    return best, float(s[parts[low][len(parts[low]) // 2]]), last, last / best
 
 
 def _frozen(first: np.ndarray, second: np.ndarray, start: float, thresholds: Thresholds) -> tuple[float, float] | None:
