@@ -106,9 +106,9 @@ class Thresholds:
     frozen_range: float = knob(0.01, "over the second half, a loss whose 5-95 % range is below this share of its level has stopped moving")
     frozen_quantile: float = knob(0.05, "the frozen range runs from this quantile of the second half to its complement (a logged blip does not hide a pinned loss)")
     frozen_noise_drop: float = knob(0.1, "and its step-to-step changes shrank to at most this share of the first half's (it went still; a smooth average stays as smooth)")
+    frozen_min_level: float = knob(0.02, "a frozen loss counts while its level is at least this share of its start (one that converged to ~0 is done)")
     relapse: float = knob(100.0, "a loss whose last part's median is this many times its lowest part median (after the first) relapsed")
     relapse_parts: int = knob(10, "parts the run is cut into for the relapse check (the first is left out: it is the fall)")
-    frozen_min_level: float = knob(0.02, "a frozen loss counts while its level is at least this share of its start (one that converged to ~0 is done)")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -249,15 +249,14 @@ def _relapse(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> tuple[floa
     """(lowest part median after the first, its middle step, the last part's median, their ratio) when the
     last part sits ``relapse`` x above that lowest median, else None. Medians of parts, so neither one lucky
     batch nor one bad one decides; a ratio, so it holds for a loss at 1e-6 as for one at 1e3."""
-    parts = [p for p in np.array_split(np.arange(len(v)), thresholds.relapse_parts) if len(p)]
-    if len(parts) < thresholds.relapse_parts:  # fewer points than parts (judged_loss asks for min_points)
+    if len(v) < thresholds.relapse_parts:  # fewer points than parts (judged_loss asks for min_points)
         return None
-    medians = np.array([np.median(v[p]) for p in parts])
-    low = 1 + int(np.argmin(medians[1:]))
-    best, last = float(medians[low]), float(medians[-1])
-    if best <= 0 or low == len(parts) - 1 or last < thresholds.relapse * best:
+    parts = stats.binned(s, v, thresholds.relapse_parts)
+    low = 1 + int(np.argmin(parts.median[1:]))
+    best, last = float(parts.median[low]), float(parts.median[-1])
+    if best <= 0 or low == len(parts.median) - 1 or last < thresholds.relapse * best:
         return None
-    return best, float(s[parts[low][len(parts[low]) // 2]]), last, last / best
+    return best, float(parts.steps[low]), last, last / best
 
 
 def _frozen(first: np.ndarray, second: np.ndarray, start: float, thresholds: Thresholds) -> tuple[float, float] | None:
