@@ -1,8 +1,10 @@
 """Score the diagnoses on real public logs with our labels: ``python -m evidence.public_logs``.
 
 Two label sets: ``shared/realworld/labels.json`` (logs in ``shared/realworld/``) and
-``evidence/public/labels.json`` (logs under ``shared/realworld/more/``; the data files live in the
-steering repo's shared folder, which this repository does not commit — see evidence/public/README.md).
+``evidence/public/labels.json`` (logs under ``shared/realworld/more/``, or wherever
+``TRACKERHEALTH_PUBLIC_LOGS`` points; this repository does not commit the data files —
+``python -m evidence.public.restore DIR`` rebuilds them from their repositories, see
+evidence/public/README.md).
 Ambiguous cases are not scored. A labelled log whose file is absent is reported as missing, never
 scored as anything.
 """
@@ -10,6 +12,7 @@ scored as anything.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -20,9 +23,12 @@ from .score import Case, case, render
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "realworld"
+# Where the restored public logs live: ``python -m evidence.public.restore DIR`` writes them anywhere;
+# the steering repo keeps a copy in shared/realworld/more.
+PUBLIC_LOGS = Path(os.environ.get("TRACKERHEALTH_PUBLIC_LOGS") or SHARED / "more")
 SETS = {
     "realworld": (SHARED / "labels.json", SHARED),
-    "public": (REPO / "evidence" / "public" / "labels.json", SHARED / "more"),
+    "public": (REPO / "evidence" / "public" / "labels.json", PUBLIC_LOGS),
 }
 
 

@@ -44,7 +44,7 @@ def test_every_added_public_log_names_its_source_and_is_not_reserved():
 
 
 MORE = public_logs.SETS["public"][1]
-needs_more = pytest.mark.skipif(not MORE.is_dir(), reason="shared/realworld/more (the restored public logs) not present")
+needs_more = pytest.mark.skipif(not MORE.is_dir(), reason="the restored public logs are not present (python -m evidence.public.restore DIR; TRACKERHEALTH_PUBLIC_LOGS=DIR)")
 
 
 @needs_more

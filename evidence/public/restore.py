@@ -1,0 +1,86 @@
+"""Rebuild the labelled public logs' data files from their git repositories.
+
+    python -m evidence.public.restore OUT [--mirrors DIR]
+
+Each entry of ``labels.json`` names a repository, a full commit and a path in it; the file (or folder)
+at that commit is written to ``OUT/<entry's path>``, byte for byte. With ``--mirrors DIR`` the
+repositories are read from bare git directories ``DIR/<owner>+<name>/repo`` (the layout the tool
+library's ``fetch`` leaves); without it each repository is cloned from GitHub into a temporary
+folder. Then point the evidence at OUT: ``TRACKERHEALTH_PUBLIC_LOGS=OUT python -m evidence.public_logs``.
+
+Git does the work (each blob under one path at one commit), so the copy is exactly the blob the
+author committed; nothing here parses or rewrites a log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+LABELS = Path(__file__).with_name("labels.json")
+
+
+def _git_dir(repo: str, mirrors: Path | None, scratch: Path) -> Path:
+    if mirrors is not None:
+        found = mirrors / repo.replace("/", "+") / "repo"
+        if not found.is_dir():
+            raise SystemExit(f"no mirror of {repo} at {found}: fetch it first, or drop --mirrors to clone from GitHub")
+        return found
+    target = scratch / repo.replace("/", "+")
+    if not target.is_dir():
+        subprocess.run(["git", "clone", "--bare", "--quiet", f"https://github.com/{repo}.git", str(target)], check=True)
+    return target
+
+
+def restore_one(git_dir: Path, commit: str, repo_path: str, destination: Path) -> tuple[int, list[str]]:
+    """Write ``repo_path`` at ``commit`` to ``destination``; returns (files written, blobs the clone lacks).
+
+    One ``git cat-file`` per blob rather than one ``git archive``: a shallow or size-limited mirror
+    may lack a checkpoint stored beside the logs, and that must cost the checkpoint, not the log.
+    """
+    listing = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "-z", commit, "--", repo_path],
+                             check=True, capture_output=True).stdout.decode()
+    written, absent = 0, []
+    prefix = Path(repo_path.rstrip("/"))
+    for entry in filter(None, listing.split("\0")):
+        meta, name = entry.split("\t", 1)
+        _mode, kind, blob = meta.split()
+        if kind != "blob":
+            continue
+        body = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "blob", blob], capture_output=True)
+        if body.returncode != 0:
+            absent.append(name)
+            continue
+        relative = Path(name).relative_to(prefix)
+        out = destination / relative if relative != Path() else destination
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(body.stdout)
+        written += 1
+    if not written:
+        raise SystemExit(f"{repo_path} at {commit} gave no file from {git_dir}")
+    return written, absent
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evidence.public.restore", description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="folder to write the logs into (the labels' paths are relative to it)")
+    parser.add_argument("--mirrors", type=Path, help="folder of bare git mirrors named <owner>+<name>/repo")
+    args = parser.parse_args(argv)
+    runs = json.loads(LABELS.read_text())["runs"]
+    with tempfile.TemporaryDirectory() as scratch:
+        for run_id, label in sorted(runs.items()):
+            destination = args.out / label["path"]
+            if destination.exists():
+                continue
+            git_dir = _git_dir(label["repo"], args.mirrors, Path(scratch))
+            count, absent = restore_one(git_dir, label["commit"], label["repo_path"], destination)
+            print(f"{run_id}: {count} file(s) -> {destination}" + (f" (not in the clone: {', '.join(absent)})" if absent else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

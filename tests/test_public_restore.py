@@ -1,0 +1,50 @@
+"""evidence.public.restore rebuilds a labelled log byte for byte from a real git repository."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from evidence.public.restore import restore_one
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture()
+def repository(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    _git(work, "init", "-q")
+    _git(work, "config", "user.email", "t@example.com")
+    _git(work, "config", "user.name", "t")
+    (work / "lightning_logs" / "version_3").mkdir(parents=True)
+    (work / "lightning_logs" / "version_3" / "metrics.csv").write_bytes(b"epoch,train_loss\r\n0,2.5\r\n1,nan\r\n")
+    (work / "lightning_logs" / "version_3" / "hparams.yaml").write_text("lr: 0.1\n")
+    (work / "trainer_state.json").write_text('{"log_history": []}')
+    _git(work, "add", "-A")
+    _git(work, "commit", "-q", "-m", "logs")
+    commit = _git(work, "rev-parse", "HEAD")
+    # The author later deletes the logs: the restore must read the commit, not HEAD.
+    _git(work, "rm", "-q", "-r", "lightning_logs")
+    _git(work, "commit", "-q", "-m", "drop logs")
+    return work / ".git", commit
+
+
+def test_a_folder_and_a_file_come_back_byte_for_byte_from_the_commit(repository, tmp_path):
+    git_dir, commit = repository
+    folder = tmp_path / "out" / "owner__name" / "lightning_logs" / "version_3"
+    written, absent = restore_one(git_dir, commit, "lightning_logs/version_3", folder)
+    assert (written, absent) == (2, [])
+    assert (folder / "metrics.csv").read_bytes() == b"epoch,train_loss\r\n0,2.5\r\n1,nan\r\n"
+    single = tmp_path / "out" / "owner__name" / "trainer_state.json"
+    assert restore_one(git_dir, commit, "trainer_state.json", single) == (1, [])
+    assert single.read_text() == '{"log_history": []}'
+
+
+def test_a_path_the_commit_lacks_is_an_error_not_an_empty_folder(repository, tmp_path):
+    git_dir, commit = repository
+    with pytest.raises(SystemExit, match="gave no file"):
+        restore_one(git_dir, commit, "lightning_logs/version_9", tmp_path / "nothing")
+    assert not (tmp_path / "nothing").exists()
