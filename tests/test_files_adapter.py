@@ -547,3 +547,17 @@ def test_nested_json_lines_are_read_as_name_dot_key_metrics(tmp_path):
         assert resolve(h).key("val_loss") == "val.loss"
     (h,) = read_histories(mixed)
     assert list(h["val.loss"].steps) == [0, 1, 2, 3, 5]  # the line without "val" logged no val loss: absent, not NaN
+
+
+def test_an_epoch_column_with_a_row_per_batch_keeps_every_row(tmp_path):
+    # Public log P45: `Epoch,Batch,Gen Loss,Disc Loss`, 21 rows per epoch. Read as re-logged steps, each
+    # epoch kept its last batch: 20 of 420 rows, silently.
+    rows = ["Epoch,Batch,Gen Loss,Disc Loss"] + [f"{e},{b},{1 + e + b / 100:.4f},0.5" for e in range(4) for b in range(3)]
+    h = one(write(tmp_path / "training_log.csv", "\n".join(rows) + "\n"))
+    gen = h["Gen Loss"]
+    assert len(gen) == 12 and gen.values.tolist() == [1 + e + b / 100 for e in range(4) for b in range(3)]
+    assert gen.steps.tolist() == pytest.approx([e + b / 3 for e in range(4) for b in range(3)])
+    assert any("each epoch's rows are spread evenly" in n for n in h.notes)
+    # One row per epoch (Keras' CSVLogger) is left as it is, without a note.
+    keras = one(write(tmp_path / "keras.csv", "epoch,loss,val_loss\n0,2.0,2.1\n1,1.5,1.7\n2,1.2,1.5\n"))
+    assert keras["loss"].steps.tolist() == [0, 1, 2] and not any("spread" in n for n in keras.notes)

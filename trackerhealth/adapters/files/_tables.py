@@ -257,6 +257,12 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
     else:
         steps = _step_numbers(table.column(step), path, step)
         _note_dropped(notes, np.ones(n, dtype=bool), np.isfinite(steps), step)
+        if _norm(step) == "epoch" and run is None:
+            steps, epochs = _spread_within_epochs(steps)
+            if epochs:
+                notes.append(f"the step column '{step}' repeats ({int(np.isfinite(steps).sum())} rows over {epochs} "
+                             "epochs): each epoch's rows are spread evenly over it in file order, so every row is "
+                             f"kept — {STEP_HINT}")
     names = [name for name, _ in metrics]
     if len(names) == 1 and _norm(names[0]) in VALUE_NAMES:
         names = [origin.name]  # TensorBoard's CSV download: Wall time,Step,Value for one tag
@@ -278,6 +284,25 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
             part = dataclasses.replace(part, config={**part.config, **found})
         out.append(_wide_history(part, steps, wall, metrics, names, rows, notes))
     return out
+
+
+def _spread_within_epochs(steps: np.ndarray) -> tuple[np.ndarray, int]:
+    """An epoch column that counts epochs, not the batches logged in them (``Epoch,Batch,Gen Loss``:
+    21 rows per epoch): each row becomes ``epoch + i / rows_in_epoch`` in file order, and the number of
+    epochs is returned; steps that are mostly distinct (an epoch per row, the odd re-logged row) come
+    back unchanged with 0. Without this, a re-logged step keeps its last value, which here would keep
+    one row in 21."""
+    finite = np.flatnonzero(np.isfinite(steps))
+    values, inverse, counts = np.unique(steps[finite], return_inverse=True, return_counts=True)
+    if len(finite) < 2 * len(values):
+        return steps, 0
+    order = np.argsort(inverse, kind="stable")  # rows grouped by epoch, file order within each
+    first_of_group = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    within = np.empty(len(finite), dtype=np.float64)
+    within[order] = np.arange(len(finite)) - np.repeat(first_of_group, counts)
+    spread = steps.astype(np.float64, copy=True)
+    spread[finite] = steps[finite] + within / counts[inverse]
+    return spread, len(values)
 
 
 def _listed(names: list[str]) -> str:
