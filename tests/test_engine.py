@@ -124,6 +124,49 @@ def test_a_mapped_loss_key_the_run_lacks_says_so(tmp_path):
     assert "'train/loss'" in report.status_reason and "cost" in report.status_reason
 
 
+def _epoch_log(tmp_path, epochs: int, start: float = 0.28):
+    """A Lightning-style epoch log of a real-looking fall: 0.28 → 0.20 over ``epochs`` epochs, with
+    the 0.3 % epoch-to-epoch noise of a mean over an epoch's batches."""
+    noise = 1 + 0.003 * np.random.default_rng(0).standard_normal(epochs)
+    loss = start * (0.72 + 0.28 * np.exp(-np.arange(epochs) / 2.0)) * noise
+    path = tmp_path / "metrics.csv"
+    pd.DataFrame({"epoch": np.arange(epochs), "train_loss_epoch": loss}).to_csv(path, index=False)
+    return path
+
+
+def test_a_loss_too_short_to_judge_is_unknown_never_ok(tmp_path):
+    # Public log P17: nine logged epochs of an LSTM's loss. Every trend diagnosis skips: nothing found
+    # is not health.
+    [history] = read_histories(_epoch_log(tmp_path, 9))
+    report = engine.analyze(history)
+    assert report.loss_key == "train_loss_epoch" and not report.problems
+    assert report.status == UNKNOWN
+    assert "train_loss_epoch was read but could not be judged" in report.status_reason
+    assert "9 finite train-loss points after warm-up; need 10 (30 to judge its swings)" in report.status_reason
+    tags = wandb_writer.health_tags(report)
+    assert tags[0] == "health:unknown" and "health:ok" not in tags
+    assert mlflow_writer.health_tags(report)[mlflow_writer.STATUS] == UNKNOWN
+    again = HealthReport.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert again.status == UNKNOWN and again.status_reason == report.status_reason
+
+
+def test_a_loss_long_enough_to_judge_is_ok(tmp_path):
+    [history] = read_histories(_epoch_log(tmp_path, 60))
+    report = engine.analyze(history)
+    assert report.status == OK and report.status_reason == ""
+    assert HealthReport.from_dict(report.to_dict()).status == OK
+
+
+def test_a_short_run_that_went_nan_is_still_critical(tmp_path):
+    path = _epoch_log(tmp_path, 9)
+    frame = pd.read_csv(path)
+    frame.loc[6:, "train_loss_epoch"] = np.nan
+    frame.to_csv(path, index=False, na_rep="nan")
+    [history] = read_histories(path)
+    report = engine.analyze(history)
+    assert report.status == "critical" and report.problems[0].id == "nonfinite"
+
+
 def test_a_header_only_csv_is_unknown(tmp_path):
     path = tmp_path / "empty.csv"
     path.write_text("step,loss,val_loss\n")

@@ -22,6 +22,7 @@ from .schema import (
     DIMENSIONS,
     ERROR,
     LOSS_KEY_HINT,
+    SKIPPED,
     DimensionScore,
     Finding,
     HealthReport,
@@ -81,6 +82,7 @@ def _analyze(history: RunHistory, config: Config, cohort: Cohort | None) -> Heal
         score, dims = None, tuple(DimensionScore(d, None, reason=f"the scorecard failed: {message}") for d in DIMENSIONS)
 
     loss_key = view.key("train_loss") if view.series("train_loss") is not None else None
+    unjudged = _unjudged(loss_key, findings)
     if failures:
         reason = "; ".join(f.describe() for f in failures)
     elif loss_key is None:
@@ -89,7 +91,22 @@ def _analyze(history: RunHistory, config: Config, cohort: Cohort | None) -> Heal
         reason = ""
     return HealthReport(history.ref, score, tuple(dims), tuple(findings), history.notes, history.n_points,
                         history.last_step, loss_key, tuple(failures), reason,
-                        cohort.to_dict() if cohort is not None else None)
+                        cohort.to_dict() if cohort is not None else None, unjudged)
+
+
+# The diagnoses that judge the loss' course: whether it learns at all, and how fast. When each of
+# them that ran had to skip (eight epoch-level points, a loss that is not positive), nothing says
+# the run is healthy, so it must not read as `ok`.
+TREND_DIAGNOSES = ("loss-oscillation", "slow-convergence")  # in REGISTRY order
+
+
+def _unjudged(loss_key: str | None, findings: list[Finding]) -> str:
+    """Why the recognised training loss could not be judged, or "" when it was."""
+    trend = [f for f in findings if f.id in TREND_DIAGNOSES]
+    if loss_key is None or not trend or any(f.level != SKIPPED for f in trend):
+        return ""
+    # loss-oscillation's reason first: it is the one that needs the fewest points.
+    return f"the training loss {loss_key} was read but could not be judged: {trend[0].message}"
 
 
 def _describe(exc: BaseException) -> str:

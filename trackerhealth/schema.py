@@ -576,7 +576,9 @@ class HealthReport:
     ``loss_key`` is the metric read as the training loss (None: none was recognised, and the run's
     status is ``unknown``); ``failures`` lists the stages that raised (status ``error``);
     (an ``error`` finding adds its own entry); ``status_reason`` says in words why the status is
-    ``error`` or ``unknown`` (empty otherwise; left empty, it is derived).
+    ``error`` or ``unknown`` (empty otherwise; left empty, it is derived). ``unjudged`` is why the
+    loss, though recognised, could not be judged (too few points, not positive): with no problem
+    found, such a run is ``unknown`` too, never ``ok``.
     """
 
     run: RunRef
@@ -592,6 +594,7 @@ class HealthReport:
     # The run's group when it was analysed with one (``Cohort.to_dict()``: the group's values, its
     # size, the baseline and how it was chosen, or why there is none); None: analysed alone.
     group: Mapping[str, Any] | None = field(default=None, hash=False)
+    unjudged: str = ""
 
     def __post_init__(self):
         # An error finding is a failed stage, also when the report was built by hand: `failures`
@@ -609,7 +612,7 @@ class HealthReport:
         if status == ERROR:
             return "; ".join(f.describe() for f in self.failures)
         if status == UNKNOWN:
-            return f"no training loss recognised; {LOSS_KEY_HINT}"
+            return self.unjudged or f"no training loss recognised; {LOSS_KEY_HINT}"
         return ""
 
     @property
@@ -622,9 +625,10 @@ class HealthReport:
     @property
     def status(self) -> str:
         """``error`` when a stage of the analysis failed; else ``unknown`` when no training loss
-        was recognised; else the worst finding's level: ``ok``, ``warning`` or ``critical``.
+        was recognised; else the worst finding's level: ``warning`` or ``critical``; else ``unknown``
+        when the loss could not be judged (``unjudged``), else ``ok``.
 
-        ``ok`` therefore always means: the loss was read and every diagnosis ran.
+        ``ok`` therefore always means: the loss was read, judged, and every diagnosis ran.
         """
         if self.failures:
             return ERROR
@@ -632,6 +636,8 @@ class HealthReport:
             return UNKNOWN
         # Explained findings are symptoms of one of these problems: they do not raise the status.
         worst = max((LEVEL_RANK[f.level] for f in self.problems), default=0)
+        if worst == 0 and self.unjudged:
+            return UNKNOWN  # nothing found is not health when the loss' course was never judged
         return {0: OK, 1: WARNING, 2: CRITICAL}[worst]
 
     @property
@@ -673,8 +679,9 @@ class HealthReport:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HealthReport:
         """A report from its :meth:`to_dict` JSON (e.g. one entry of ``analyze --format json``'s
-        ``runs``). ``status`` is not read: it follows from the rest. Unknown keys are ignored and
-        optional ones may be missing; a report without ``loss_key`` reads as ``unknown``."""
+        ``runs``). ``status`` follows from the rest, except that an ``unknown`` status beside a
+        ``loss_key`` says the loss was not judged (its ``status_reason`` says why). Unknown keys are
+        ignored and optional ones may be missing; a report without ``loss_key`` reads as ``unknown``."""
         data = _mapping(data, "report")
         basis = _mapping(data.get("score_basis") or {}, "score_basis")
         scores = _mapping(data.get("scores") or {}, "scores")
@@ -695,4 +702,5 @@ class HealthReport:
             tuple(StageFailure.from_dict(f) for f in data.get("failures", ())),
             str(data.get("status_reason") or ""),
             dict(_mapping(data["group"], "group")) if data.get("group") is not None else None,
+            str(data.get("status_reason") or "unjudged") if data.get("status") == UNKNOWN and loss_key is not None else "",
         )

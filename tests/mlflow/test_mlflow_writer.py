@@ -41,7 +41,7 @@ def test_only_owned_tags_change_on_a_running_run(mlflow_server, client, experime
 
 def test_dashboard_hook(mlflow_server, client, experiment, cache_dir, monkeypatch):
     exp_id, exp_name = experiment
-    rid = log_history(client, exp_id, corpus_history("healthy_fast_loader_plain"), "dash")
+    rid = log_history(client, exp_id, corpus_history("healthy_fast_loader_mlflow"), "dash")
     folder = mlflow_server.artifacts / exp_id / rid / "artifacts" / "trackerhealth"
 
     # No dashboard writer: report.json only, and the scan says why.
@@ -72,6 +72,6 @@ def test_dashboard_hook(mlflow_server, client, experiment, cache_dir, monkeypatc
     result = scan_cli(_args(mlflow_server, exp_name, cache_dir))
     assert result.exit_code == 0, result.output
     html = (folder / "dashboard.html").read_text()
-    assert html == f"<html><body>{rid} {corpus_history('healthy_fast_loader_plain').n_points}</body></html>"
+    assert html == f"<html><body>{rid} {corpus_history('healthy_fast_loader_mlflow').n_points}</body></html>"
     assert seen["config"] is not None  # the scan's config reaches the panels
     assert mw.DASHBOARD_ARTIFACT in [a.path for a in client.list_artifacts(rid, "trackerhealth")]

@@ -30,6 +30,11 @@ and then threw it away. A steady slow fall
 gradient) are stable and not this fault; a loss that fell far and then flattens is a finished
 plateau.
 
+A finished run with fewer than ``min_points`` points but at least ``short_min_points`` (a 10–29 epoch
+log) is judged on its overall change only: rising or never learned as above, else ``ok`` with a note
+that its swings were not judged. A run still in progress (tracker state running) is not: its first
+epochs are too early to call.
+
 **Why it matters.** The optimizer overshoots (learning rate too high) or the gradient direction is
 mostly noise (batch too small); more steps will not help.
 """
@@ -88,6 +93,7 @@ class Thresholds:
     late_rise: float = knob(1.0, "a swinging loss whose second half ends this share above where that half began (1.0: doubled) is not settling")
     window: int = knob(5, "points of the short moving level the swings are measured about")
     min_points: int = knob(30, "finite train-loss points after warm-up needed to judge")
+    short_min_points: int = knob(10, "with fewer than min_points but at least this many (a 10-29 epoch log), only the overall change is judged: rose or never learned")
     head_share: float = knob(0.02, "share of the run at the start whose median is the starting level (at least 3 points)")
     tail_share: float = knob(0.2, "share of the run at the end whose median is the end level")
     early_share: float = knob(0.1, "share of the run at the start searched for an overshoot")
@@ -114,7 +120,10 @@ class Thresholds:
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
     loss, reason = c.judged_loss(history, thresholds.min_points)
     if loss is None:
-        return c.skipped(_SELF, reason)
+        short, too_short = c.judged_loss(history, thresholds.short_min_points)
+        if short is None:
+            return c.skipped(_SELF, f"{too_short} ({thresholds.min_points} to judge its swings)")
+        return _short_run(history, short, thresholds)
     key = history.key("train_loss")
     v, s = loss.values, loss.steps
     head, tail = stats.head_tail(v, thresholds.head_share, thresholds.tail_share)
@@ -279,6 +288,38 @@ def _frozen(first: np.ndarray, second: np.ndarray, start: float, thresholds: Thr
     early_noise = stats.mad(np.diff(first)) / early_level
     late_noise = stats.mad(np.diff(second)) / level
     return (level, spread) if late_noise <= thresholds.frozen_noise_drop * early_noise else None
+
+
+# Tracker states of a run still training: its first few epochs are not a short run.
+LIVE_STATES = frozenset({"running", "pending", "scheduled", "preempting"})
+
+
+def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
+    """A run of ``short_min_points`` to ``min_points`` points (a 20-epoch log): too few for swings,
+    overshoots or a bending trend, enough for medians of its start and end. A loss that ends above
+    where it started, or never got below it, is judged as the full rules judge it; any other is
+    ``ok`` with what was not judged said."""
+    key, v, s = history.key("train_loss"), loss.values, loss.steps
+    if (history.ref.state or "").lower() in LIVE_STATES:
+        return c.skipped(_SELF, f"only {len(v)} finite train-loss points of a run still in progress: too early to judge "
+                                f"(a finished run is judged from {thresholds.short_min_points}, a live one from {thresholds.min_points})")
+    head, tail = stats.head_tail(v, thresholds.head_share, thresholds.tail_share)
+    head = c.start_level(v, head, thresholds.early_rise)
+    if head <= 0:
+        return c.skipped(_SELF, f"{key} is not positive (starts at {c.fmt(head)}); relative change is undefined")
+    improvement = (head - tail) / head
+    evidence = [Evidence(key, improvement, thresholds.no_learning, float(s[0]), float(s[-1]),
+                         "low_improvement" if improvement < -thresholds.rise else "no_learning",
+                         f"loss {c.fmt(head)} at the start, {c.fmt(tail)} at the end ({len(v)} points)")]
+    if improvement < -thresholds.rise:
+        return c.problem(_SELF, True, f"{key} rose from {c.fmt(head)} to {c.fmt(tail)} between steps {c.fmt_step(s[0])} and "
+                                      f"{c.fmt_step(s[-1])}: training is not decreasing the loss.", RECOMMENDATION, evidence)
+    if improvement < thresholds.no_learning and not _val_fell(history, thresholds):
+        return c.problem(_SELF, False, f"{key} never learned: it sits at {c.fmt(tail)} from step {c.fmt_step(s[0])} to "
+                                       f"{c.fmt_step(s[-1])}, within {c.fmt(100 * abs(improvement))}% of where it started.",
+                         RECOMMENDATION, evidence)
+    return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}% over its {len(v)} points; with fewer than "
+                       f"{thresholds.min_points} only that overall change is judged, not its swings")
 
 
 def _relative_fall(v: np.ndarray, thresholds: Thresholds) -> float:

@@ -23,6 +23,7 @@ warning to critical or after it has cleared.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -121,7 +122,8 @@ class CheckResult:
     @property
     def status(self) -> str:
         """``error`` when the check or part of its analysis failed, ``unknown`` when no training
-        loss was recognised (the same statuses a scan writes), else the worst active finding."""
+        loss was recognised or it could not yet be judged (too few points: the same statuses a scan
+        writes), else the worst active finding."""
         if self.error is not None:
             return ERROR
         if self.report is not None and self.report.status in (ERROR, UNKNOWN):
@@ -538,7 +540,10 @@ class HealthMonitor:
                 return self._deferred(step)
         self._flush()
         try:
-            report = analyze(self.history(), self.config)
+            # A check during training judges a run in progress (its first epochs are not a short
+            # run that never learned); the final check judges the finished run.
+            live = dataclasses.replace(self.ref, state="finished" if final else "running")
+            report = analyze(self._snapshot(live), self.config)
         except Exception as exc:  # noqa: BLE001 - a failed analysis is reported, never raised into the loop
             # Not marked as analysed: the next check tries again.
             error = f"{type(exc).__name__}: {exc}"
@@ -625,6 +630,9 @@ class HealthMonitor:
     # -- reading --------------------------------------------------------------------------------
     def history(self) -> RunHistory:
         """The run as the monitor holds it (exact up to ``cap`` points per key)."""
+        return self._snapshot(self.ref)
+
+    def _snapshot(self, ref: RunRef) -> RunHistory:
         self._flush()
         z, min_rel, window = self._spike_params
         series = {}
@@ -636,9 +644,9 @@ class HealthMonitor:
         if ordered:
             # Strictly increasing steps per key: what from_series would build, without its
             # regrouping pass (the keys already are in first-logged order).
-            return RunHistory(self.ref, series)
+            return RunHistory(ref, series)
         # Re-logged steps or a restarted step counter: the scan's normalisation.
-        return RunHistory.from_series(self.ref, series)
+        return RunHistory.from_series(ref, series)
 
     @property
     def active(self) -> tuple[Finding, ...]:

@@ -18,7 +18,7 @@ KNOWN = {OK: "healthy", WARNING: "warning", CRITICAL: "critical"}
 RANK = {CRITICAL: 0, ERROR: 1, UNKNOWN: 2, WARNING: 3, OK: 4}
 MEANING = {
     ERROR: "part of the analysis failed, so this run is not known to be healthy",
-    UNKNOWN: "no training loss was recognised, so this run's health could not be judged",
+    UNKNOWN: "the training loss was not recognised or could not be judged, so this run's health is not known",
 }
 
 
@@ -45,7 +45,7 @@ def status_reason(report: HealthReport) -> str:
 
 def view(report: HealthReport) -> StatusView:
     # The schema's status is the one truth (the tags say the same): error when a stage failed,
-    # unknown when no training loss was recognised. The page never re-derives it.
+    # unknown when no training loss was recognised or it could not be judged. The page never re-derives it.
     status = str(report.status)
     if status in KNOWN:
         return StatusView(status, KNOWN[status], status, "")
