@@ -9,6 +9,7 @@
 - a NaN gradient norm under a finite loss (HF filters NaN losses from its log) is a ``nonfinite`` warning.
 """
 
+import dataclasses
 import json
 
 import numpy as np
@@ -127,6 +128,43 @@ def test_a_plateau_before_a_late_drop_is_slow():
     assert finding.level == "warning" and "back_loaded_fall" in {e.code for e in finding.evidence}
 
 
+def _epochs(values, state=None):
+    steps = np.arange(len(values), dtype=float)
+    ref = dataclasses.replace(REF, state=state)
+    return analyze(RunHistory.from_series(ref, {"train_loss": (steps, np.asarray(values, dtype=float))}))
+
+
+def test_a_twenty_epoch_log_is_judged_on_its_overall_change():
+    # Public logs P45 (a GAN's generator loss, 0.73 -> 2.3 over 20 epochs) and P36 (a probe that never
+    # gets below its first loss in 28 points): too short for swings, long enough to see it is not learning.
+    rng = np.random.default_rng(3)
+    rising = _epochs(np.linspace(0.73, 2.3, 20) * (1 + 0.1 * rng.standard_normal(20)))
+    assert rising.status == "critical" and rising.finding("loss-oscillation").level == "critical"
+    flat = _epochs(2.35 + 0.03 * rng.standard_normal(20))
+    assert flat.finding("loss-oscillation").level == "warning" and "never learned" in flat.finding("loss-oscillation").message
+    learning = _epochs(1.9 * np.exp(-np.arange(20) / 5) + 0.3 + 0.01 * rng.standard_normal(20))
+    assert learning.status == "ok" and "only that overall change is judged" in learning.finding("loss-oscillation").message
+    # Below short_min_points nothing is judged: unknown, never ok.
+    assert _epochs(np.linspace(2.0, 1.0, 8)).status == "unknown"
+    # A run still training (a monitor's check, a scan of a live W&B run) is not a short run: its first
+    # epochs are too early to call either way.
+    live = _epochs(2.35 + 0.03 * rng.standard_normal(20), state="running")
+    assert live.status == "unknown" and "still in progress" in live.status_reason
+
+
+def test_a_fine_tune_that_fell_most_of_the_way_in_its_warm_up_is_not_slow():
+    # Public log P43 (HF Trainer, 3 epochs): 0.99 -> 0.35 during the LR warm-up, then an epoch-by-epoch
+    # staircase to 0.18. After warm-up alone the fall looks back-loaded; the whole run made its progress early.
+    lr = np.where(T < 100, 2e-5 * (T + 1) / 100, 2e-5 * (1 - (T - 100) / (N - 100)))
+    warm = 0.99 - 0.64 * np.minimum(T, 100) / 100
+    stairs = 0.35 - 0.06 * (T >= 400) - 0.06 * (T >= 700) - 0.05 * (T >= 950) - 0.01 * np.clip((T - 100) / 300, 0, 1)
+    loss = np.where(T < 100, warm, stairs) + _noise(11, 0.01)
+    assert _report(loss=loss, learning_rate=lr).finding("slow-convergence").level == "ok"
+    # The same staircase without the fall in warm-up is the crawl the rule is for.
+    assert _report(loss=np.where(T < 100, 0.35, stairs) + _noise(11, 0.01), learning_rate=lr).finding(
+        "slow-convergence").level == "warning"
+
+
 def test_a_nan_gradient_norm_under_a_finite_hf_loss_is_a_nonfinite_warning(tmp_path):
     log = []
     for step in range(5, 505, 5):
@@ -186,6 +224,28 @@ def test_a_mean_over_the_terms_is_the_training_loss_not_the_largest_term():
     view = resolve(history, {}, {})
     assert view.key("train_loss") == "mean_loss"
     assert {k for _, k, _ in view.group("task_losses")} == set(terms)
+
+
+@pytest.mark.parametrize("keys, train, val", [
+    # Scripts that log no key called a loss: cross-entropy or MSE by its own name.
+    (("train/ce", "val/ce"), "train/ce", "val/ce"),
+    (("train_mse", "val_mse"), "train_mse", "val_mse"),
+    (("train/cross_entropy", "valid/cross_entropy"), "train/cross_entropy", "valid/cross_entropy"),
+    (("losses/train", "losses/test"), "losses/train", "losses/test"),
+    # `trn` is training: the train loss is not the other loss in the run.
+    (("vl_loss", "trn_loss"), "trn_loss", None),
+    # Keras logs `mse`/`mae` *metrics* beside `loss`: they are neither the loss nor its task terms.
+    (("loss", "mse", "mae", "val_loss", "val_mse", "val_mae"), "loss", "val_loss"),
+    # A duration is not a loss term (public log P41 logs `loss_computation_time` beside its terms).
+    (("train_loss", "loss_uic", "loss_computation_time"), "train_loss", None),
+])
+def test_the_loss_is_found_under_the_names_scripts_give_it(keys, train, val):
+    from trackerhealth.roles import resolve
+
+    history = RunHistory.from_series(REF, {k: (T, _healthy_loss()) for k in keys})
+    view = resolve(history, {}, {})
+    assert (view.key("train_loss"), view.key("val_loss")) == (train, val)
+    assert view.group("task_losses") == []
 
 
 def test_a_gradient_norm_that_grows_while_the_loss_falls_faster_is_learning_not_an_explosion():

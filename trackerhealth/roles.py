@@ -36,8 +36,10 @@ ROLES = SCALAR_ROLES + GROUP_ROLES
 TIME_ROLES = ("step_time", "data_time", "compute_time")
 
 _VAL = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "holdout"}
-_TRAIN = {"train", "training", "tr"}
-_NOT_LOSS = {"acc", "accuracy", "perplexity", "ppl", "f1", "auc", "precision", "recall", "best", "min", "lr"}
+_TRAIN = {"train", "training", "tr", "trn"}
+_NOT_LOSS = {"acc", "accuracy", "perplexity", "ppl", "f1", "auc", "precision", "recall", "best", "min", "lr",
+             # a duration is not a loss term: `loss_computation_time` (public log P41) times the loss
+             "time", "runtime", "duration", "seconds"}
 _AGGREGATE = {"epoch", "avg", "mean", "ema", "smoothed", "running", "final", "best", "min"}
 
 
@@ -122,9 +124,21 @@ class RoleView:
 
 
 # -- matching -----------------------------------------------------------------------------------
+_LOSS_WORDS = {"loss", "losses", "rmse", "nll"}
+# Words that name a loss only when nothing is called one: Keras and many scripts log `loss` beside
+# `mse`/`mae` *metrics*, which must not become the loss or its "task terms"; a script that logs only
+# `train/ce` and `val/ce` (or `train_mse`) has no other name for its loss.
+_METRIC_LOSS_WORDS = {"mse", "mae", "ce", "xent", "bce", "crossentropy"}
+
+
 def is_loss(tok: list[str]) -> bool:
     """Whether a key's words (:func:`tokens`) name a loss: shared by role resolution and the monitor."""
-    return ("loss" in tok or "rmse" in tok or "nll" in tok) and not (_NOT_LOSS & set(tok))
+    return bool(_LOSS_WORDS & set(tok)) and not (_NOT_LOSS & set(tok))
+
+
+def _is_metric_loss(tok: list[str]) -> bool:
+    words = set(tok)
+    return bool(_METRIC_LOSS_WORDS & words or {"cross", "entropy"} <= words) and not (_NOT_LOSS & words)
 
 
 def _is_val(tok: list[str]) -> bool:
@@ -134,8 +148,8 @@ def _is_val(tok: list[str]) -> bool:
 def _loss_rank(key: str, tok: list[str], points: int) -> tuple:
     """Lower sorts first: a plain per-step training loss beats epoch aggregates, and any total beats
     the sub-terms it sums (``mean_loss`` over ``Dielectric_Air_loss`` and three other terms)."""
-    extra = [t for t in tok if t not in _TRAIN and t not in _AGGREGATE
-             and t not in {"loss", "step", "total", "rmse", "nll", "train"}]
+    extra = [t for t in tok if t not in _TRAIN and t not in _AGGREGATE and t not in _LOSS_WORDS
+             and t not in _METRIC_LOSS_WORDS and t not in {"step", "total", "cross", "entropy"}]
     return (
         points < 3,  # an end-of-training summary (HF's one-point `train_loss`) is not a curve
         len(extra),  # `loss` beats `loss_cls`; an aggregate of the whole loss beats a term of it
@@ -261,13 +275,20 @@ def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, 
         if not is_loss(tok):
             continue
         (val_c if _is_val(tok) else train_c).append(k)
+    metric_named = not train_c and not val_c
+    if metric_named:  # no key is called a loss: `train/ce`, `val/ce`, `train_mse` are the loss
+        for k in keys:
+            tok = tokens(k)
+            if _is_metric_loss(tok):
+                (val_c if _is_val(tok) else train_c).append(k)
     if train_c:
         chosen["train_loss"] = min(train_c, key=lambda k: _loss_rank(k, tokens(k), len(history[k])))
     if val_c:
         chosen["val_loss"] = min(val_c, key=lambda k: _loss_rank(k, tokens(k), len(history[k])))
 
-    # Per-task losses: the other loss terms of the training side, one per task.
-    if train_c:
+    # Per-task losses: the other loss terms of the training side, one per task (not metrics such
+    # as `train_mse` beside `train_mae`: those measure one output twice).
+    if train_c and not metric_named:
         main = chosen["train_loss"]
         main_tok = set(tokens(main))
         tasks = []

@@ -13,7 +13,8 @@ loss at the current rate (critical beyond ``critical_runs_to_halve``). A second 
 (evidence ``back_loaded_fall``, a warning): a fall whose first half took at least ``back_loaded``
 of the run (a steady crawl that never bends, or a long plateau before a late drop, as a too-small
 init gives), still falling over the second half, calm (swings below ``max_swing`` of the level) and
-smaller than ``back_loaded_max_improvement`` of the start. A healthy loss covers most of its fall early.
+smaller than ``back_loaded_max_improvement`` of the start — after warm-up, and from the first logged
+level too (a loss that fell most of the way during its warm-up made its progress early). A healthy loss covers most of its fall early.
 
 **Against its group.** A run analysed with its group (``--group-by``, a W&B group, an MLflow parent
 run) is first measured against the group's baseline: the steps it took to reach the baseline's loss
@@ -129,6 +130,17 @@ def _half_fall_share(loss, thresholds: Thresholds) -> tuple[float, float]:
     return float((half_at - b.steps[0]) / span) if span > 0 else 0.0, fall / start
 
 
+def _fall_with_warmup(history: RoleView, thresholds: Thresholds) -> float:
+    """The fall from the run's first logged level to its end, warm-up included, as a share of that
+    start. The shape rules judge the loss after warm-up, but a loss that fell most of the way during
+    warm-up has made its progress early: an HF fine-tune's 0.99 -> 0.35 in its warm-up, then an
+    epoch-by-epoch staircase to 0.18 (public log P43), is not a crawl."""
+    whole = c.until_first_nonfinite(history.series("train_loss")).finite()
+    head, tail = stats.head_tail(whole.values, thresholds.head_share, thresholds.tail_share)
+    start = c.start_level(whole.values, head, thresholds.early_rise)
+    return (start - tail) / start if start > 0 else 0.0
+
+
 def _calm(loss, thresholds: Thresholds) -> bool:
     """The second half swings by less than ``max_swing`` of its moving level (a bouncing loss is loss-oscillation's)."""
     noise, moving = stats.local_noise(loss.values[len(loss) // 2:], thresholds.swing_window)
@@ -218,7 +230,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     half_share, total_fall = _half_fall_share(loss, thresholds)
     still_falling = t_tail <= -thresholds.min_t_tail
     back_loaded = (half_share >= thresholds.back_loaded and still_falling and _calm(loss, thresholds)
-                   and 0 < total_fall < thresholds.back_loaded_max_improvement)
+                   and 0 < total_fall < thresholds.back_loaded_max_improvement
+                   and _fall_with_warmup(history, thresholds) < thresholds.back_loaded_max_improvement)
     train_falls = t_all <= -thresholds.min_t and t_tail <= -thresholds.min_t_tail
     val_falls = val_line is not None and val_line[1] <= -thresholds.min_val_t
     small = 0 < improvement < thresholds.max_improvement and (val_improvement is None or val_improvement < thresholds.max_improvement)
