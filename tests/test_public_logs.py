@@ -50,11 +50,11 @@ needs_more = pytest.mark.skipif(not MORE.is_dir(), reason="the restored public l
 @needs_more
 def test_the_newly_labelled_public_logs_reach_the_issue_target():
     cases, missing = public_logs.cases("public")
-    assert not missing and len(cases) >= 44
-    # issue #12's target for labelled public logs is 0.8; measured 0.96 over 44 scored logs. Not a held-out
-    # figure: rules were changed after reading misses of this set (P02-v20, P10, P09-v5, P30-v0). The
-    # held-out one: P25-P34, labelled blind after this release's other changes, scored 0.88 before the
-    # relapse rule was written for P30-v0 (0.95 after).
-    assert macro_f1(cases) >= 0.95
+    assert not missing and len(cases) >= 56
+    # issue #12's target for labelled public logs is 0.8; measured 0.86 over 56 scored logs. Not a held-out
+    # figure: rules were changed after reading misses of this set (P02-v20, P10, P09-v5, P30-v0, P36, P43, P45).
+    # The held-out ones, each scored once before any change made for it: P25-P34 0.88 (0.95 after the relapse
+    # rule); P35-P45 0.16, 1 of 5 healthy flagged (0.36, none flagged, after the short-log, warm-up and epoch-column fixes).
+    assert macro_f1(cases) >= 0.86
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 20 and wrong == 0
+    assert healthy >= 25 and wrong == 0
