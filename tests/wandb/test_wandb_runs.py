@@ -135,9 +135,15 @@ def test_killed_run_reads_up_to_the_last_complete_record(sdk_runs):
     n = len(h["train/loss"])
     assert 0 < n < len(run.rows), "the crash should lose the rows still buffered"
     assert_matches_truth(h, run.rows[:n])
-    assert not local.complete and local.end < local.size
-    note = next(x for x in h.notes if x.startswith("run still writing or truncated"))
-    assert f"read {local.records} records up to byte {local.end} of {local.size}" in note
+    if local.complete:
+        # The SIGKILL landed just after a record that filled its 32 KiB block: nothing is cut, only
+        # the block's padding (< 7 bytes, too short for a record header) follows. Rare, but real.
+        assert local.size - local.end < 7 and local.size % 32768 == 0
+        assert not any(x.startswith("run still writing or truncated") for x in h.notes)
+    else:
+        assert local.end < local.size
+        note = next(x for x in h.notes if x.startswith("run still writing or truncated"))
+        assert f"read {local.records} records up to byte {local.end} of {local.size}" in note
     assert any("no exit record" in x for x in h.notes)
     assert h.ref.state == "running" and local.exit_code is None
     # The SDK's own reader stops at the same record.
