@@ -97,15 +97,15 @@ def _analyze(history: RunHistory, config: Config, cohort: Cohort | None) -> Heal
 # The diagnoses that judge the loss' course: whether it learns at all, and how fast. When each of
 # them that ran had to skip (eight epoch-level points, a loss that is not positive), nothing says
 # the run is healthy, so it must not read as `ok`.
-TREND_DIAGNOSES = ("loss-oscillation", "slow-convergence")  # in REGISTRY order
+# loss-oscillation first: its reason is quoted, as it needs the fewest points.
+TREND_DIAGNOSES = ("loss-oscillation", "slow-convergence")
 
 
 def _unjudged(loss_key: str | None, findings: list[Finding]) -> str:
     """Why the recognised training loss could not be judged, or "" when it was."""
-    trend = [f for f in findings if f.id in TREND_DIAGNOSES]
+    trend = [f for diag_id in TREND_DIAGNOSES for f in findings if f.id == diag_id]
     if loss_key is None or not trend or any(f.level != SKIPPED for f in trend):
         return ""
-    # loss-oscillation's reason first: it is the one that needs the fewest points.
     return f"the training loss {loss_key} was read but could not be judged: {trend[0].message}"
 
 

@@ -89,6 +89,13 @@ def against_baseline(view: RoleView, roles: tuple[str, ...]) -> list[Evidence]:
     return relative_evidence({r: (view.key(r), m) for r, m in medians.items() if m is not None}, cohort.baseline)
 
 
+def start_and_end(values, head_share: float, tail_share: float, early_rise: float) -> tuple[float, float]:
+    """The loss' starting level (:func:`start_level` of its first ``head_share``) and its end level
+    (median of its last ``tail_share``): what the trend rules compare."""
+    head, tail = stats.head_tail(values, head_share, tail_share)
+    return start_level(values, head, early_rise), tail
+
+
 def start_level(values, head: float, early_rise: float) -> float:
     """Where a loss started: the median of its first points (``head``), unless that median is ``early_rise``
     x above the very first point: a loss that blew up within its first few steps (Adam at a huge LR)

@@ -126,10 +126,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return _short_run(history, short, thresholds)
     key = history.key("train_loss")
     v, s = loss.values, loss.steps
-    head, tail = stats.head_tail(v, thresholds.head_share, thresholds.tail_share)
-    head = c.start_level(v, head, thresholds.early_rise)
+    head, tail = c.start_and_end(v, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
     if head <= 0:
-        return c.skipped(_SELF, f"{key} is not positive (starts at {c.fmt(head)}); relative change is undefined")
+        return _not_positive(key, head)
     improvement = (head - tail) / head
     tenth = max(thresholds.early_min_points, int(len(v) * thresholds.early_share))
     overshoot = float(np.max(v[:tenth])) / head
@@ -152,9 +151,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     if flat and not (rising or unstable or bouncing):
         evidence = [Evidence(key, improvement, thresholds.no_learning, float(s[0]), float(s[-1]), "no_learning",
                              f"loss {c.fmt(head)} at the start, {c.fmt(tail)} at the end")]
-        message = (f"{key} never learned: it sits at {c.fmt(tail)} from step {c.fmt_step(s[0])} to {c.fmt_step(s[-1])}, within "
-                   f"{c.fmt(100 * abs(improvement))}% of where it started.")
-        return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
+        return c.problem(_SELF, False, _never_learned(key, s, tail, improvement), RECOMMENDATION, evidence)
     frozen = _frozen(v[:half], v[half:], head, thresholds)
     if frozen is not None and not (rising or unstable or bouncing):
         level, spread = frozen
@@ -208,8 +205,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         evidence.append(Evidence(history.key("val_loss"), float(vnoise), None, float(val.steps[0]), float(val.steps[-1]),
                                  "val_instability", "point-to-point change of val loss relative to its level"))
     if rising:
-        message = (f"{key} rose from {c.fmt(head)} to {c.fmt(tail)} between steps {c.fmt_step(s[0])} and {c.fmt_step(s[-1])}: "
-                   "training is not decreasing the loss.")
+        message = _rose(key, s, head, tail)
     else:
         how = []
         if overshoot >= thresholds.blowup:
@@ -290,6 +286,20 @@ def _frozen(first: np.ndarray, second: np.ndarray, start: float, thresholds: Thr
     return (level, spread) if late_noise <= thresholds.frozen_noise_drop * early_noise else None
 
 
+def _not_positive(key: str, head: float) -> Finding:
+    return c.skipped(_SELF, f"{key} is not positive (starts at {c.fmt(head)}); relative change is undefined")
+
+
+def _rose(key: str, s: np.ndarray, head: float, tail: float) -> str:
+    return (f"{key} rose from {c.fmt(head)} to {c.fmt(tail)} between steps {c.fmt_step(s[0])} and {c.fmt_step(s[-1])}: "
+            "training is not decreasing the loss.")
+
+
+def _never_learned(key: str, s: np.ndarray, tail: float, improvement: float) -> str:
+    return (f"{key} never learned: it sits at {c.fmt(tail)} from step {c.fmt_step(s[0])} to {c.fmt_step(s[-1])}, within "
+            f"{c.fmt(100 * abs(improvement))}% of where it started.")
+
+
 # Tracker states of a run still training: its first few epochs are not a short run.
 LIVE_STATES = frozenset({"running", "pending", "scheduled", "preempting"})
 
@@ -303,21 +313,17 @@ def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
     if (history.ref.state or "").lower() in LIVE_STATES:
         return c.skipped(_SELF, f"only {len(v)} finite train-loss points of a run still in progress: too early to judge "
                                 f"(a finished run is judged from {thresholds.short_min_points}, a live one from {thresholds.min_points})")
-    head, tail = stats.head_tail(v, thresholds.head_share, thresholds.tail_share)
-    head = c.start_level(v, head, thresholds.early_rise)
+    head, tail = c.start_and_end(v, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
     if head <= 0:
-        return c.skipped(_SELF, f"{key} is not positive (starts at {c.fmt(head)}); relative change is undefined")
+        return _not_positive(key, head)
     improvement = (head - tail) / head
     evidence = [Evidence(key, improvement, thresholds.no_learning, float(s[0]), float(s[-1]),
                          "low_improvement" if improvement < -thresholds.rise else "no_learning",
                          f"loss {c.fmt(head)} at the start, {c.fmt(tail)} at the end ({len(v)} points)")]
     if improvement < -thresholds.rise:
-        return c.problem(_SELF, True, f"{key} rose from {c.fmt(head)} to {c.fmt(tail)} between steps {c.fmt_step(s[0])} and "
-                                      f"{c.fmt_step(s[-1])}: training is not decreasing the loss.", RECOMMENDATION, evidence)
+        return c.problem(_SELF, True, _rose(key, s, head, tail), RECOMMENDATION, evidence)
     if improvement < thresholds.no_learning and not _val_fell(history, thresholds):
-        return c.problem(_SELF, False, f"{key} never learned: it sits at {c.fmt(tail)} from step {c.fmt_step(s[0])} to "
-                                       f"{c.fmt_step(s[-1])}, within {c.fmt(100 * abs(improvement))}% of where it started.",
-                         RECOMMENDATION, evidence)
+        return c.problem(_SELF, False, _never_learned(key, s, tail, improvement), RECOMMENDATION, evidence)
     return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}% over its {len(v)} points; with fewer than "
                        f"{thresholds.min_points} only that overall change is judged, not its swings")
 

@@ -136,8 +136,7 @@ def _fall_with_warmup(history: RoleView, thresholds: Thresholds) -> float:
     warm-up has made its progress early: an HF fine-tune's 0.99 -> 0.35 in its warm-up, then an
     epoch-by-epoch staircase to 0.18 (public log P43), is not a crawl."""
     whole = c.until_first_nonfinite(history.series("train_loss")).finite()
-    head, tail = stats.head_tail(whole.values, thresholds.head_share, thresholds.tail_share)
-    start = c.start_level(whole.values, head, thresholds.early_rise)
+    start, tail = c.start_and_end(whole.values, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
     return (start - tail) / start if start > 0 else 0.0
 
 
@@ -201,8 +200,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     key = history.key("train_loss")
     # A loss that ends clearly above where it began (its first point after an early blow-up) is not
     # converging, slowly or otherwise: it blew up, which loss-oscillation reports as rising.
-    head, tail = stats.head_tail(loss.values, thresholds.head_share, thresholds.tail_share)
-    start = c.start_level(loss.values, head, thresholds.early_rise)
+    start, tail = c.start_and_end(loss.values, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
     if tail > start * (1 + thresholds.rose):
         return c.ok(_SELF, f"{key} rose overall ({c.fmt(start)} at the start, {c.fmt(tail)} at the end): "
                            "not a slow fall (see loss-oscillation)")
