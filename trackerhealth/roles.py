@@ -248,8 +248,8 @@ def _layer_groups(keys: list[str], pattern: re.Pattern) -> tuple[tuple[str, str]
 # the name that is not a wrapper (``model.``, ``module.``), so an attention block's ``out_proj`` stays
 # in its block.
 _WRAPPERS = frozenset({"model", "module", "net", "network", "base", "transformer", "gradients", "parameters"})
-_INPUT_SIDE = frozenset({"embed", "embeds", "embedding", "embeddings", "wte", "wpe", "inp", "input", "stem", "patch", "tok", "conv_in"})
-_OUTPUT_SIDE = frozenset({"head", "heads", "lm", "classifier", "fc", "out", "output", "outc", "final", "logits", "conv_out"})
+_INPUT_SIDE = frozenset({"embed", "embeds", "embedding", "embeddings", "wte", "wpe", "inp", "input", "stem", "patch", "tok"})
+_OUTPUT_SIDE = frozenset({"head", "heads", "lm", "classifier", "fc", "out", "output", "outc", "final", "logits"})
 
 
 def _model_order(layer: str) -> tuple:
@@ -269,18 +269,16 @@ def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, 
     scale: dict[str, float] = {}
 
     # Losses.
-    train_c, val_c = [], []
-    for k in keys:
-        tok = tokens(k)
-        if not is_loss(tok):
-            continue
-        (val_c if _is_val(tok) else train_c).append(k)
-    metric_named = not train_c and not val_c
-    if metric_named:  # no key is called a loss: `train/ce`, `val/ce`, `train_mse` are the loss
+    # Keys called a loss; only when there is none, `train/ce`, `val/ce`, `train_mse` are the loss.
+    for named in (is_loss, _is_metric_loss):
+        train_c, val_c = [], []
         for k in keys:
             tok = tokens(k)
-            if _is_metric_loss(tok):
+            if named(tok):
                 (val_c if _is_val(tok) else train_c).append(k)
+        if train_c or val_c:
+            break
+    metric_named = named is _is_metric_loss
     if train_c:
         chosen["train_loss"] = min(train_c, key=lambda k: _loss_rank(k, tokens(k), len(history[k])))
     if val_c:
