@@ -39,7 +39,9 @@ _VAL = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "hold
 _TRAIN = {"train", "training", "tr", "trn"}
 _NOT_LOSS = {"acc", "accuracy", "perplexity", "ppl", "f1", "auc", "precision", "recall", "best", "min", "lr",
              # a duration is not a loss term: `loss_computation_time` (public log P41) times the loss
-             "time", "runtime", "duration", "seconds"}
+             "time", "runtime", "duration", "seconds",
+             # fp16's dynamic loss scale (Megatron's `loss scale`, DeepSpeed's `loss_scale`) multiplies the loss
+             "scale", "scaler"}
 _AGGREGATE = {"epoch", "avg", "mean", "ema", "smoothed", "running", "final", "best", "min"}
 
 
@@ -176,7 +178,7 @@ _GPU_UTIL = re.compile(
     r"|gpu_util(?:ization)?(?:_percent(?:age)?)?|gpu/util(?:ization)?|gpu_utilization_percentage)$",
     re.I,
 )
-_STEP_TIME = {"step_time", "steptime", "batch_time", "iter_time", "iteration_time", "time_step", "time_per_step", "time", "train_step_time", "time_iter", "time_batch"}
+_STEP_TIME = {"step_time", "elapsed_time_per_iteration", "steptime", "batch_time", "iter_time", "iteration_time", "time_step", "time_per_step", "time", "train_step_time", "time_iter", "time_batch"}
 _DATA_TIME = {"data_time", "data_load_time", "dataloader_time", "data_loading_time", "time_data", "data_wait", "data_wait_time", "load_time", "fetch_time", "data_fetch_time"}
 _COMPUTE_TIME = {"compute_time", "gpu_compute_time", "forward_backward_time", "fwd_bwd_time", "model_time", "time_compute", "train_compute_time", "compute"}
 _THROUGHPUT = {"throughput", "samples_per_sec", "samples_per_second", "examples_per_sec", "examples_per_second", "tokens_per_sec", "tokens_per_second", "images_per_sec", "it_per_sec", "samples_s", "train_samples_per_second"}

@@ -9,7 +9,9 @@
 * MLflow file-store run folders, experiment folders and ``mlruns`` roots;
 * TensorBoard event files (needs the ``tensorboard`` extra);
 * W&B run folders and their ``run-<id>.wandb`` logs, offline or synced (needs the ``wandb`` extra;
-  read by :mod:`trackerhealth.adapters.wandb`).
+  read by :mod:`trackerhealth.adapters.wandb`);
+* printed training logs (``.log``, ``.txt``, ``.out``, ``.err``: nanoGPT, Megatron-LM, Keras, HF Trainer's
+  console), named one by one — a folder's text files are not read (:mod:`._textlog`).
 
 Formats are recognised by content, not only by name (the CSV separator, decimal commas, UTF-16
 too). Input that cannot be used raises :class:`InputError`, whose message says what is wrong and
@@ -37,6 +39,7 @@ from ._mlflow import is_run_folder, read_run
 from ._tables import table_histories
 from ._tabular import Sniffed, read_csv, read_jsonl, read_parquet, sniff
 from ._tensorboard import read_event_files
+from ._textlog import looks_like_text_log, read_text_log
 from ._walk import walk
 
 __all__ = [
@@ -190,6 +193,19 @@ def _read_wandb(path: Path) -> RunHistory:
 
 
 def _read_one(path: Path, step_column: str | None, in_folder: bool) -> list[RunHistory]:
+    if looks_like_text_log(path):
+        try:
+            return read_text_log(path)
+        except NotMetrics as printed:
+            # A table saved as .txt is still a table; when it is not one either, say what a log needs.
+            try:
+                return _read_table(path, step_column, in_folder)
+            except InputError:
+                raise printed from None
+    return _read_table(path, step_column, in_folder)
+
+
+def _read_table(path: Path, step_column: str | None, in_folder: bool) -> list[RunHistory]:
     sniffed = sniff(path)
     kind = sniffed.kind
     if kind == "empty":

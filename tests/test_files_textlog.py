@@ -1,0 +1,175 @@
+"""Printed training logs (``train.log``, ``stdout.txt``, Slurm ``.out``): each tool's own line format,
+read into steps and metrics, judged like any other run, and a text file that is no log refused
+with a message that says what a log line needs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from trackerhealth.adapters.files import InputError, read_histories
+from trackerhealth.cli import main
+from trackerhealth.engine import analyze
+from trackerhealth.roles import is_loss, resolve, tokens
+
+
+def one(path):
+    (history,) = read_histories(path)
+    return history
+
+
+def points(history, key):
+    s = history[key]
+    return list(zip(s.steps.tolist(), s.values.tolist()))
+
+
+def nanogpt(losses, *, every=10, evals=()):
+    """nanoGPT's train.py prints: ``iter N: loss X, time Yms, mfu Z%`` and ``step N: train loss X, val loss Y``."""
+    lines = ["Overriding config with config/train_shakespeare_char.py:", "tokens per iteration will be: 16,384",
+             "number of parameters: 10.65M"]
+    for i, loss in enumerate(losses):
+        step = i * every
+        for at, train, val in evals:
+            if at == step:
+                lines.append(f"step {step}: train loss {train:.4f}, val loss {val:.4f}")
+                lines.append("saving checkpoint to out-shakespeare-char")
+        lines.append(f"iter {step}: loss {loss:.4f}, time {91.0 + i % 3:.2f}ms, mfu {4.09:.2f}%")
+    return "\n".join(lines) + "\n"
+
+
+def megatron(rows):
+    """Megatron-LM's training log: one `|`-separated line per logged iteration."""
+    out = [" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 125226240"]
+    for it, loss, gnorm in rows:
+        out.append(
+            f" iteration {it:8d}/  500000 | consumed samples: {it * 512:12d} | elapsed time per iteration (ms): 1512.3 | "
+            f"learning rate: 1.500E-04 | global batch size:   512 | lm loss: {loss:.6E} | loss scale: 4096.0 | "
+            f"grad norm: {gnorm:.3f} | number of skipped iterations:   0 | number of nan iterations:   0 |")
+    return "\n".join(out) + "\n"
+
+
+def test_nanogpt_lines_give_the_loss_per_iteration_the_evals_and_the_step_time_in_seconds(tmp_path):
+    losses = 4.2 * np.exp(-np.arange(40) / 12) + 1.4
+    log = tmp_path / "train.log"
+    log.write_text(nanogpt(losses, evals=[(0, 4.28, 4.29), (200, 1.97, 2.07)]))
+    h = one(log)
+    assert points(h, "loss")[:2] == [(0.0, 5.6), (10.0, round(losses[1], 4))]
+    assert points(h, "val_loss") == [(0.0, 4.29), (200.0, 2.07)] and points(h, "train_loss")[1] == (200.0, 1.97)
+    view = resolve(h)
+    # The per-iteration loss is the curve; the eval's train loss is two points of it.
+    assert view.key("train_loss") == "loss" and view.key("val_loss") == "val_loss"
+    assert view.key("step_time") == "time_ms" and view.series("step_time").values[0] == pytest.approx(0.091)
+    assert h.notes[0].startswith("read as a printed training log: 42 metric lines")
+    assert analyze(h).status == "ok"
+
+
+def test_a_nanogpt_run_that_blows_up_without_a_nan_is_found_at_its_step(tmp_path):
+    losses = [10.9, 9.9, 9.0, 7.8, 6.6, 6.1, 5.9, 5.7, 5.3, 5.1, 4.8] + [280.0, 190.0, 125.0, 97.0, 70.0, 79.0, 41.0] + [
+        30.0 + 0.5 * (i % 4) for i in range(20)]
+    log = tmp_path / "train.log"
+    log.write_text(nanogpt(losses))
+    report = analyze(one(log))
+    assert report.status == "critical"
+    finding = report.finding("nonfinite")
+    assert finding.is_problem and finding.level == "critical"
+    # The jump is between iter 100 (4.8) and iter 110 (280); the onset is read from a level over a few points.
+    assert 90 <= min(e.step_start for e in finding.evidence if e.step_start is not None) <= 110
+
+
+def test_a_printed_nan_is_nonfinite(tmp_path):
+    text = nanogpt([10.9, 9.9, 9.0, 7.8, 6.6, 6.1, 5.9, 5.7, 5.3, 5.1, 4.8]).splitlines()
+    text += [f"iter {s}: loss nan, time 441.00ms, mfu 48.31%" for s in range(110, 400, 10)]
+    log = tmp_path / "fp16.log"
+    log.write_text("\n".join(text) + "\n")
+    h = one(log)
+    assert math.isnan(points(h, "loss")[11][1]) and points(h, "loss")[11][0] == 110
+    assert "29 printed values are nan/inf" in h.notes
+    finding = analyze(h).finding("nonfinite")
+    assert finding.level == "critical" and finding.evidence[0].step_start == 110
+
+
+def test_megatron_lines_read_every_field_and_the_validation_lines_as_val(tmp_path):
+    rows = [(it, 10.8 * math.exp(-it / 400) + 2.0, 5.0) for it in range(10, 1010, 10)]
+    text = megatron(rows) + (
+        "-" * 96 + "\n validation loss at iteration 1000 | lm loss value: 2.310412E+00 | lm loss PPL: 1.007856E+01 | \n"
+        + "-" * 96 + "\n")
+    log = tmp_path / "slurm-1234.out"
+    log.write_text(text)
+    h = one(log)
+    assert points(h, "lm_loss")[0] == (10.0, pytest.approx(rows[0][1], rel=1e-6))
+    # "number of nan iterations: 0" is a count named with the word nan, not a NaN.
+    assert points(h, "number_of_nan_iterations")[0] == (10.0, 0.0)
+    assert points(h, "val/lm_loss_value") == [(1000.0, 2.310412)]
+    view = resolve(h)
+    assert view.key("train_loss") == "lm_loss" and view.key("val_loss") == "val/lm_loss_value"
+    assert view.key("grad_norm") == "grad_norm" and view.key("lr") == "learning_rate"
+    # fp16's loss scale multiplies the loss; it is not one, and not a task of it.
+    assert "loss_scale" not in [k for _, k in view.group("task_losses")] and not is_loss(tokens("loss_scale"))
+    assert view.key("step_time") == "elapsed_time_per_iteration_ms"
+    assert view.series("step_time").values[0] == pytest.approx(1.5123)
+    assert analyze(h).status == "ok"
+
+
+def test_epoch_and_step_in_brackets_make_one_timeline(tmp_path):
+    log = tmp_path / "stdout.txt"
+    log.write_text("Epoch [1/5], Step [100/600], Loss: 0.2345\nEpoch [1/5], Step [600/600], Loss: 0.1945\n"
+                   "Epoch [2/5], Step [100/600], Loss: 0.1245\n")
+    h = one(log)
+    assert points(h, "loss") == [(100.0, 0.2345), (600.0, 0.1945), (700.0, 0.1245)]
+    assert points(h, "epoch")[-1] == (700.0, 2.0)
+    assert "after the epochs before it" in h.notes[0]
+
+
+def test_a_step_that_counts_the_whole_run_is_not_offset_by_its_epoch(tmp_path):
+    log = tmp_path / "stdout.txt"
+    log.write_text("epoch 1 step 1000/5000 loss 0.50\nepoch 2 step 2000/5000 loss 0.40\nepoch 3 step 3000/5000 loss 0.35\n")
+    assert points(one(log), "loss") == [(1000.0, 0.5), (2000.0, 0.4), (3000.0, 0.35)]
+
+
+def test_keras_progress_bars_keep_the_epochs_last_redraw(tmp_path):
+    log = tmp_path / "fit.log"
+    log.write_bytes(b"Epoch 1/2\n 1/10 [==>...........] - ETA: 1s - loss: 0.9100\r10/10 [==============================] "
+                    b"- 1s 20ms/step - loss: 0.6931 - accuracy: 0.5000 - val_loss: 0.6800 - val_accuracy: 0.5500\n"
+                    b"Epoch 2/2\n10/10 [==============================] - 0s 5ms/step - loss: 0.5012 - accuracy: 0.7000 "
+                    b"- val_loss: 0.5500 - val_accuracy: 0.7000\n")
+    h = one(log)
+    assert points(h, "loss") == [(1.0, 0.6931), (2.0, 0.5012)] and points(h, "val_loss")[1] == (2.0, 0.55)
+    assert set(h.keys()) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+
+
+def test_hf_trainers_printed_dicts_count_lines_as_steps_and_keep_nan(tmp_path):
+    log = tmp_path / "finetune.log"
+    log.write_text(" 10%|#         | 1/10 [00:22<03:20, 22.80s/it]\n"
+                   "{'loss': 2.1234, 'grad_norm': 1.5, 'learning_rate': 4.9e-05, 'epoch': 0.02}\n"
+                   "{'loss': nan, 'grad_norm': nan, 'learning_rate': 4.8e-05, 'epoch': 0.04}\n"
+                   "{'eval_loss': 1.9, 'eval_runtime': 3.2, 'epoch': 0.04}\n")
+    h = one(log)
+    assert points(h, "loss")[0] == (1.0, 2.1234) and math.isnan(points(h, "grad_norm")[1][1])
+    assert points(h, "eval_loss") == [(3.0, 1.9)]
+    assert "HF Trainer prints no step" in h.notes[0]
+
+
+def test_a_text_file_without_metric_lines_says_what_a_log_line_needs(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Training went fine.\nnumber of parameters: 124M\nloss looked good\n")
+    with pytest.raises(InputError, match="holds a step and a loss"):
+        read_histories(notes)
+
+
+def test_a_table_saved_as_txt_is_still_read_as_a_table(tmp_path):
+    table = tmp_path / "history.txt"
+    table.write_text("step,loss,val_loss\n" + "".join(f"{i},{2.0 / (i + 1):.4f},{2.1 / (i + 1):.4f}\n" for i in range(40)))
+    h = one(table)
+    assert points(h, "loss")[1] == (1.0, 1.0) and not any("printed training log" in n for n in h.notes)
+
+
+def test_analyze_reads_a_printed_log_and_exits_on_its_verdict(tmp_path):
+    losses = [10.9, 9.9, 9.0, 7.8, 6.6, 6.1, 5.9, 5.7, 5.3, 5.1, 4.8] + [280.0, 190.0, 125.0] + [60.0] * 20
+    log = tmp_path / "train.log"
+    log.write_text(nanogpt(losses))
+    result = CliRunner().invoke(main, ["analyze", str(log)])
+    assert result.exit_code == 1, result.output
+    assert "nonfinite" in result.output and "critical" in result.output
