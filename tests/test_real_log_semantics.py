@@ -11,6 +11,7 @@
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -281,3 +282,50 @@ def test_layer_names_a_store_sorted_are_put_back_in_model_order():
     shuffled = ["c.grad_norm", "a.grad_norm", "b.grad_norm"]
     history = RunHistory.from_series(REF, {k: (T, np.full(N, 0.1)) for k in [*shuffled, "loss"]})
     assert [key for _, key, _ in resolve(history).group("layer_grad_norms")] == shuffled
+
+
+# Ultralytics YOLO's results.csv (space-padded header, one row per epoch) of a real run: repository
+# 0012223/ADOS_2024, commit 433ce2a8dbcd3a91218059a20c3678d8fb8a804d, runs/detect/train/results.csv.
+# Its box, cls and dfl losses fall, its val losses fall, mAP50 reaches 0.995: healthy, as we read it.
+YOLO = Path(__file__).resolve().parent / "data" / "ultralytics" / "results.csv"
+
+
+def test_yolo_logs_three_loss_terms_and_no_total_so_the_training_loss_is_their_sum():
+    import pandas as pd
+
+    from trackerhealth.roles import resolve
+
+    (history,) = read_histories(YOLO)
+    view = resolve(history, {}, {})
+    assert view.key("train_loss") == "train/box_loss+train/cls_loss+train/dfl_loss"
+    assert view.key("val_loss") == "val/box_loss+val/cls_loss+val/dfl_loss"
+    raw = pd.read_csv(YOLO, skipinitialspace=True)
+    raw.columns = [c.strip() for c in raw.columns]
+    expected = (raw["train/box_loss"] + raw["train/cls_loss"] + raw["train/dfl_loss"]).to_numpy()
+    assert np.allclose(view.series("train_loss").values, expected)
+    assert [label for label, _, _ in view.group("task_losses")] == ["box", "cls", "dfl"]
+    assert any("is the sum of its 3 logged terms" in n for n in view.history.notes)
+    report = analyze(history)
+    assert report.status == "ok", [(f.id, f.message) for f in report.problems]
+    assert report.loss_key == view.key("train_loss") and any("sum of its 3 logged terms" in n for n in report.notes)
+
+
+def _terms_view(series):
+    from trackerhealth.roles import resolve
+
+    return resolve(RunHistory.from_series(REF, {k: (T, v) for k, v in series.items()}), {}, {})
+
+
+def test_a_logged_total_or_a_term_that_sums_the_others_is_the_loss_not_a_new_sum():
+    recon, kl = 2.5 * np.exp(-T / 100) + 0.5, 0.1 + 0.05 * np.exp(-T / 300)
+    # A VAE logs its ELBO beside the two terms it sums: the ELBO is the loss.
+    assert _terms_view({"train_recon_loss": recon, "train_kl_loss": kl, "train_elbo_loss": recon + kl}).key(
+        "train_loss") == "train_elbo_loss"
+    # Words every key shares are a namespace: `it_train_loss` is that namespace's plain training loss.
+    assert _terms_view({"forget_train/it_train_loss": recon - kl, "forget_train/it_coarse_loss": recon,
+                        "forget_train/it_fine_loss": kl}).key("train_loss") == "forget_train/it_train_loss"
+
+
+def test_a_gans_two_losses_are_never_summed():
+    view = _terms_view({"Generator loss": 0.7 + _noise(3, 0.1), "Discriminator loss": 1.3 + _noise(4, 0.1)})
+    assert "+" not in view.key("train_loss")

@@ -89,7 +89,8 @@ def _analyze(history: RunHistory, config: Config, cohort: Cohort | None) -> Heal
         reason = _no_loss_reason(history, config)
     else:
         reason = ""
-    return HealthReport(history.ref, score, tuple(dims), tuple(findings), history.notes, history.n_points,
+    # The view's notes: the reader's, and what the roles derived (a loss summed from its logged terms).
+    return HealthReport(history.ref, score, tuple(dims), tuple(findings), view.history.notes, history.n_points,
                         history.last_step, loss_key, tuple(failures), reason,
                         cohort.to_dict() if cohort is not None else None, unjudged)
 

@@ -147,11 +147,16 @@ def _is_val(tok: list[str]) -> bool:
     return bool(_VAL & set(tok))
 
 
+def _extra_words(tok: list[str]) -> list[str]:
+    """A loss key's words beyond train/loss/total/step/aggregate: what names one term of it."""
+    return [t for t in tok if t not in _TRAIN and t not in _AGGREGATE and t not in _LOSS_WORDS
+            and t not in _METRIC_LOSS_WORDS and t not in {"step", "total", "cross", "entropy"}]
+
+
 def _loss_rank(key: str, tok: list[str], points: int) -> tuple:
     """Lower sorts first: a plain per-step training loss beats epoch aggregates, and any total beats
     the sub-terms it sums (``mean_loss`` over ``Dielectric_Air_loss`` and three other terms)."""
-    extra = [t for t in tok if t not in _TRAIN and t not in _AGGREGATE and t not in _LOSS_WORDS
-             and t not in _METRIC_LOSS_WORDS and t not in {"step", "total", "cross", "entropy"}]
+    extra = _extra_words(tok)
     return (
         points < 3,  # an end-of-training summary (HF's one-point `train_loss`) is not a curve
         len(extra),  # `loss` beats `loss_cls`; an aggregate of the whole loss beats a term of it
@@ -261,6 +266,57 @@ def _model_order(layer: str) -> tuple:
     return (side, _natural(layer.lower()))
 
 
+_ADVERSARIAL = {"generator", "discriminator", "gen", "disc", "critic", "adversarial", "adv", "g", "d"}
+
+
+def _terms(history: RunHistory, candidates: list[str]) -> list[str]:
+    """The per-step loss terms among ``candidates``: no epoch aggregates, no numbered auxiliary copies."""
+    out = []
+    for k in candidates:
+        if _AGGREGATE & set(tokens(k)) or len(history[k]) < 3:
+            continue
+        if re.search(r"[_.]\d+$", k) and re.sub(r"[_.]\d+$", "", k) in candidates:
+            continue
+        out.append(k)
+    return out
+
+
+def _total_of_terms(history: RunHistory, candidates: list[str], best: str) -> tuple[str, Series | None] | None:
+    """When the best-named loss is only a term (``train/box_loss`` beside ``train/cls_loss`` and
+    ``train/dfl_loss``, as Ultralytics YOLO's results.csv logs them, with no total), the loss that was
+    minimised is their sum: ``(its key, the summed series)``. A logged term that already is the sum of
+    the others (an ELBO beside its KL and reconstruction terms) is the total: ``(its key, None)``.
+    None when the best-named loss is a total, or the terms are not logged at the same steps."""
+    if _AGGREGATE & set(tokens(best)):
+        return None  # `mean_loss`, `train_loss_epoch`: a total was logged
+    terms = _terms(history, candidates)
+    if len(terms) < 2 or best not in terms:
+        return None
+    # Words every term shares name the namespace (`forget_train/it_train_loss` beside
+    # `forget_train/it_coarse_loss`), not a term: a best loss with no word of its own is the total.
+    words = {k: set(_extra_words(tokens(k))) for k in terms}
+    shared = set.intersection(*words.values())
+    if not words[best] - shared:
+        return None
+    if _ADVERSARIAL & set().union(*words.values()):
+        return None  # a GAN's generator and discriminator losses belong to two models: their sum means nothing
+    common = history[terms[0]].steps
+    for k in terms[1:]:
+        common = np.intersect1d(common, history[k].steps)
+    if len(common) < 3 or len(common) < 0.8 * min(len(history[k]) for k in terms):
+        return None
+    at = {k: history[k].values[np.searchsorted(history[k].steps, common)] for k in terms}
+    summed = np.sum([at[k] for k in terms], axis=0)
+    for k in terms:
+        rest = summed - at[k]
+        close = np.isfinite(at[k]) & np.isfinite(rest) & (np.abs(at[k]) > 0)
+        if close.sum() >= 3 and np.median(np.abs(at[k][close] - rest[close]) / np.abs(at[k][close])) < 0.01:
+            return k, None
+    first = history[terms[0]]
+    walls = first.wall_times[np.searchsorted(first.steps, common)]
+    return "+".join(terms), Series(common.astype(float), summed, walls)
+
+
 def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, units: Mapping[str, str] | None = None) -> RoleView:
     """Find each role's key in ``history``; ``overrides`` (role -> key or keys) win."""
     overrides = dict(overrides or {})
@@ -281,16 +337,26 @@ def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, 
         if train_c or val_c:
             break
     metric_named = named is _is_metric_loss
-    if train_c:
-        chosen["train_loss"] = min(train_c, key=lambda k: _loss_rank(k, tokens(k), len(history[k])))
-    if val_c:
-        chosen["val_loss"] = min(val_c, key=lambda k: _loss_rank(k, tokens(k), len(history[k])))
+    derived: dict[str, Series] = {}
+    for role, cands in (("train_loss", train_c), ("val_loss", val_c)):
+        if not cands:
+            continue
+        chosen[role] = min(cands, key=lambda k: _loss_rank(k, tokens(k), len(history[k])))
+        if not metric_named:
+            total = _total_of_terms(history, cands, chosen[role])
+            if total is not None:
+                chosen[role] = total[0]
+                if total[1] is not None:
+                    derived[total[0]] = total[1]
+    if derived:
+        history = RunHistory(history.ref, {**{k: history[k] for k in history.keys()}, **derived}, history.notes + tuple(
+            f"no total loss was logged: {k} is the sum of its {k.count('+') + 1} logged terms" for k in derived))
 
     # Per-task losses: the other loss terms of the training side, one per task (not metrics such
     # as `train_mse` beside `train_mae`: those measure one output twice).
     if train_c and not metric_named:
         main = chosen["train_loss"]
-        main_tok = set(tokens(main))
+        main_tok = set(tokens(main)) if main not in derived else set()  # a sum's terms are all tasks
         tasks = []
         for k in train_c:
             tok = tokens(k)
