@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from trackerhealth.adapters.files import read_histories
+from trackerhealth.adapters.files import InputError, read_histories
 from trackerhealth.engine import analyze
 
 from .score import Case, case, render
@@ -32,6 +32,9 @@ SETS = {
 }
 
 
+UNREADABLE = "(unreadable)"
+
+
 def cases(which: str, strict: bool = False) -> tuple[list[Case], list[str]]:
     labels_path, root = SETS[which]
     runs = json.loads(labels_path.read_text())["runs"]
@@ -43,7 +46,13 @@ def cases(which: str, strict: bool = False) -> tuple[list[Case], list[str]]:
         if not path.exists():
             missing.append(run_id)
             continue
-        histories = read_histories(path)
+        try:
+            histories = read_histories(path)
+        except InputError:
+            # A log the reader refuses gets no verdict: every label it carries is missed, and a healthy
+            # log is not counted as rightly healthy (UNREADABLE is no diagnosis, so it is no one's false alarm).
+            out.append(case(run_id, label["labels"], label.get("also_acceptable", ()), {UNREADABLE}, label.get("format", ""), strict))
+            continue
         # A file holding several runs (detectron2's concatenated metrics.json) is judged as its worst.
         flagged = frozenset(f.id for h in histories for f in analyze(h).problems)
         out.append(case(run_id, label["labels"], label.get("also_acceptable", ()), flagged, label.get("format", ""), strict))
