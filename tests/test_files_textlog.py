@@ -173,3 +173,76 @@ def test_analyze_reads_a_printed_log_and_exits_on_its_verdict(tmp_path):
     result = CliRunner().invoke(main, ["analyze", str(log)])
     assert result.exit_code == 1, result.output
     assert "nonfinite" in result.output and "critical" in result.output
+
+
+# Line styles met in real public logs (evidence/public batch 5), each written here in its tool's format.
+
+def test_windows_line_ends_are_no_progress_bar_redraws(tmp_path):
+    log = tmp_path / "training_log.txt"
+    log.write_bytes(b"".join(f"Epoch 1, Step {s}: Reconstruction Loss={1 / (s + 1):.4f}, KL Loss=2.5, Total Loss=3.0\r\n"
+                             .encode() for s in range(0, 300, 30)))
+    h = one(log)
+    assert [s for s, _ in points(h, "reconstruction_loss")] == list(range(0, 300, 30))
+
+
+def test_bracketed_counters_with_padding_and_a_running_clock(tmp_path):
+    lines = [f"2025-06-12 13:31:{i % 60:02d},075 - INFO - Epoch: [{e:2d}/200] Iter [{it:4d}/1487] || "
+             f"Time: {3.8 * (e * 148 + it // 10):.4f} sec || lr: 0.0099 || Loss: {2.0 - 0.001 * i:.4f}"
+             for i, (e, it) in enumerate((e, it) for e in range(3) for it in range(10, 1490, 10))]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    h = one(log)
+    loss = points(h, "loss")
+    assert len(loss) == 3 * 148 and loss[148][0] == 1487 + 10  # epoch 1's first iteration follows epoch 0's last
+    # Time since the start only grows: it is no step time.
+    assert "elapsed_time_s" in h.keys() and resolve(h).key("step_time") is None
+
+
+def test_a_batch_counter_with_its_total_counts_within_the_epoch_but_a_batch_size_does_not(tmp_path):
+    log = tmp_path / "training_log.txt"
+    log.write_text("".join(f"Epoch: {e:3d} | Batch: {b:5d}/ 1330 | LR: 2.97e-04 |Loss: {4.6 - 0.01 * e:.4f} | Time: {b * 0.3:.1f}s\n"
+                           for e in (16, 17) for b in range(10, 1330, 10)))
+    steps = [s for s, _ in points(one(log), "loss")]
+    assert steps[0] == 10 and steps[132] == 1330 + 10
+    sized = tmp_path / "sized.log"
+    sized.write_text("epoch 1 batch 32 loss 0.9\nepoch 2 batch 32 loss 0.8\n")
+    assert points(one(sized), "batch") == [(1.0, 32.0), (2.0, 32.0)]
+
+
+def test_lines_that_name_only_their_epoch_are_spread_over_it(tmp_path):
+    log = tmp_path / "train.log"
+    body = []
+    for e in (1, 2):
+        body.append(f"2025-03-02 05:16:20,348 - INFO - ##### Epoch {e} #####")
+        body += [f"2025-03-02 05:16:20,962 - INFO - Epoch {e} - Batch loss: {10.0 / (e * 100 + b):.4f}" for b in range(4)]
+        body.append(f"2025-03-02 05:26:20,962 - INFO - Epoch {e} - Average Train Loss: 0.5")
+    log.write_text("\n".join(body) + "\n")
+    h = one(log)
+    assert [s for s, _ in points(h, "batch_loss")] == [1.0, 1.2, 1.4, 1.6, 2.0, 2.2, 2.4, 2.6]
+    assert "spread evenly" in h.notes[0]
+
+
+def test_a_warning_on_the_line_and_a_second_counter_are_not_metrics(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"/home/u/ssd.pytorch/utils/augmentations.py:238: VisibleDeprecationWarning: ragged iter {i} || "
+                           f"Loss: {5.0 / (i + 10):.4f} ||\n" for i in range(0, 100, 10))
+                   + "Saving state, iter: 2000 Loss: 0.3\n")
+    assert set(one(log).keys()) == {"loss"}
+
+
+def test_yolo_console_tables_are_read_per_epoch_with_their_loss_columns(tmp_path):
+    header = "     Epoch   gpu_mem       box       obj       cls     total    labels  img_size"
+    out = []
+    for e in range(40):
+        box, obj = 0.075 * 0.95 ** e, 0.027 * 0.97 ** e
+        out += [header, f"     {e}/299     2.87G   0.08   0.03   0   0.11   30   640:  10%|#  | 4/38 [00:05<00:40]\r"
+                        f"     {e}/299      7.8G   {box:.5f}   {obj:.5f}         0    {box + obj:.5f}        30       640: "
+                        "100%|##########| 38/38 [00:45<00:00,  1.20s/it]",
+                "               Class      Images      Labels           P           R      mAP@.5  mAP@.5:.95: 100%|#| 7/7",
+                "                 all         195         882       0.118       0.151       0.047     0.00886"]
+    log = tmp_path / "nohup.out"
+    log.write_text("\n".join(out) + "\n")
+    h = one(log)
+    assert points(h, "train/loss")[1] == (1.0, pytest.approx(0.075 * 0.95 + 0.027 * 0.97, abs=1e-5))
+    assert {"train/box_loss", "train/obj_loss", "train/cls_loss"} <= set(h.keys()) and len(h["train/loss"]) == 40
+    assert resolve(h).key("train_loss") == "train/loss"

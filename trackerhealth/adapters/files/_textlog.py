@@ -43,16 +43,24 @@ _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:init
 _PAIR = re.compile(
     r"(?<![\w.])(?P<name>[A-Za-z][\w./\-]*(?:[ \t]+\(?[A-Za-z][\w./\-]*\)?)*?)"  # words, maybe spaced
     r"(?:\s*[:=]\s*|\s+)"                                                       # separator
-    r"\[?(?P<value>" + _NUMBER + r")"                                           # the number
-    r"(?:\s*/\s*(?P<total>\d+)\]?|\]?)"                                         # 100/600 or [100/600]
-    r"(?P<unit>ms|s|%)?(?![\w.])",
+    r"(?:\[\s*)?(?P<value>" + _NUMBER + r")"                                    # the number
+    r"(?:\s*/\s*(?P<total>\d+)(?:\s*\])?|(?:\s*\])?)"                             # 100/600, [ 100/600], [100]
+    r"(?:\s?(?P<unit>ms|sec|secs|s|%))?(?![\w.])",
     re.IGNORECASE,
 )
 _STEP_WORDS = ("iteration", "iter", "iters", "step", "global_step", "it")
 _EPOCH_WORDS = ("epoch", "ep")
+# Counters within an epoch, read as steps only with their total ("Batch: 920/ 1330"): "batch 32" is a size.
+_WITHIN_EPOCH_WORDS = ("batch", "batches", "iter_in_epoch")
 _VAL_OPENERS = ("validation", "valid", "val", "eval", "evaluation", "test")
 _KERAS_EPOCH = re.compile(r"^\s*Epoch\s+(?P<n>\d+)\s*/\s*\d+\s*$", re.IGNORECASE)
 _UNIT_IN_NAME = re.compile(r"\s*\((ms|s|sec|seconds)\)\s*$", re.IGNORECASE)
+# YOLOv5/v7/v8's console: a header of column names opening with "Epoch", then per epoch a row whose
+# first cell is "12/299" (redrawn by a progress bar). Its box/obj/cls/dfl/seg columns are losses even
+# where the name lacks the word (v5/v7); "total" is their sum.
+_TABLE_HEADER = re.compile(r"^\s*Epoch(?:\s+[A-Za-z_][\w.@:-]*){3,}\s*$")
+_TABLE_ROW = re.compile(r"^\s*(?P<epoch>\d+)/(?P<of>\d+)\s+(?P<cells>.*)$")
+_YOLO_TERMS = {"box", "obj", "cls", "dfl", "seg", "kobj", "kpt", "pose"}
 _HF_DICT = re.compile(r"^\s*\{'[^']+':.*\}\s*$")
 # A line longer than this is a dump (a config, a tensor), not a metrics line: skipped unread.
 _MAX_LINE = 4000
@@ -65,7 +73,7 @@ def _key(name: str, unit: str | None) -> str:
     if m:
         name, unit = name[: m.start()], m.group(1)
     key = re.sub(r"[\s\-]+", "_", name.lower()).strip("_")
-    if unit and unit.lower() in ("ms", "s", "sec", "seconds"):
+    if unit and unit.lower() in ("ms", "s", "sec", "secs", "seconds"):
         key += "_ms" if unit.lower() == "ms" else "_s"
     return key
 
@@ -111,28 +119,71 @@ class _Rows:
         self.values: list[float] = []
         self.line_of: list[int] = []  # per row, the metric line it came from
         self.within: list[tuple[float, float, float] | None] = []  # per line: (step, steps per epoch, epoch)
+        self.by_epoch: list[bool] = []  # per line: its step is its epoch (the line names no step)
+        self.line_at: list[float] = []  # per line, its step as printed
         self.lines = 0
 
-    def add(self, step: float, metrics: dict[str, float], within: tuple[float, float, float] | None = None) -> None:
+    def add(self, step: float, metrics: dict[str, float], within: tuple[float, float, float] | None = None,
+            by_epoch: bool = False) -> None:
         for k, v in metrics.items():
             self.steps.append(step)
             self.keys.append(k)
             self.values.append(v)
             self.line_of.append(self.lines)
         self.within.append(within)
+        self.by_epoch.append(by_epoch)
+        self.line_at.append(step)
         self.lines += 1
 
-    def timeline(self) -> tuple[np.ndarray, bool]:
-        """The steps; where a ``Step [100/600]`` counter starts over each ``Epoch [2/5]``, the epochs before it are
-        added (epoch x steps per epoch + step). Only then: ``epoch 2 step 1200/5000`` may count the whole run."""
+    def timeline(self) -> tuple[np.ndarray, str]:
+        """The steps, and how they were made one timeline ("" when as printed):
+
+        * where a ``Step [100/600]`` counter starts over each ``Epoch [2/5]``, the epochs before it are
+          added (epoch x steps per epoch + step) — only then: ``epoch 2 step 1200/5000`` may count the run;
+        * lines that name only their epoch (``Epoch 1 - Batch loss: 12.13``, hundreds per epoch) are
+          spread evenly over it in file order, so no line is lost to the one before it.
+        """
         steps = np.asarray(self.steps, dtype=float)
+        at_line = {}
+        how = []
         known = [(i, w) for i, w in enumerate(self.within) if w is not None]
-        restarts = any(b[2] > a[2] and b[0] <= a[0] for (_, a), (_, b) in zip(known, known[1:]))
-        if not restarts:
-            return steps, False
-        first_epoch = known[0][1][2]
-        by_line = {i: (w[2] - first_epoch) * w[1] + w[0] for i, w in known}
-        return np.asarray([by_line.get(line, s) for line, s in zip(self.line_of, steps)], dtype=float), True
+        if any(b[2] > a[2] and b[0] <= a[0] for (_, a), (_, b) in zip(known, known[1:])):
+            first_epoch = known[0][1][2]
+            at_line.update({i: (w[2] - first_epoch) * w[1] + w[0] for i, w in known})
+            how.append("the step within each epoch, after the epochs before it (epoch x steps per epoch + step)")
+        per_epoch: dict[float, list[int]] = {}
+        for line, flag in enumerate(self.by_epoch):
+            if flag:
+                per_epoch.setdefault(self.line_at[line], []).append(line)
+        if any(len(lines) > 1 for lines in per_epoch.values()):
+            for epoch, lines in per_epoch.items():
+                at_line.update({line: epoch + k / len(lines) for k, line in enumerate(lines)})
+            how.append("the epoch, its lines spread evenly over it in file order")
+        if not at_line:
+            return steps, ""
+        return np.asarray([at_line.get(line, s) for line, s in zip(self.line_of, steps)], dtype=float), "; ".join(how)
+
+
+def _table_row(header: list[str], line: str) -> tuple[float, dict[str, float]] | None:
+    """(epoch, {loss key: value}) of a YOLO-style table row under ``header``, or None."""
+    m = _TABLE_ROW.match(line)
+    if m is None:
+        return None
+    cells = m.group("cells").split()
+    metrics = {}
+    for name, cell in zip(header[1:], cells):
+        try:
+            value = float(cell.rstrip(":"))
+        except ValueError:
+            continue  # "11G" of gpu_mem, a progress bar
+        low = name.lower()
+        if low == "total":
+            metrics["train/loss"] = value
+        elif low in _YOLO_TERMS:
+            metrics[f"train/{low}_loss"] = value
+        elif is_loss(tokens(low)):
+            metrics[f"train/{low}"] = value
+    return (float(m.group("epoch")), metrics) if metrics else None
 
 
 def _line_metrics(line: str) -> tuple[tuple[float, float | None] | None, float | None, dict[str, float]]:
@@ -142,9 +193,12 @@ def _line_metrics(line: str) -> tuple[tuple[float, float | None] | None, float |
     metrics: dict[str, float] = {}
     for name, value, total, unit in _pairs(line):
         last = name.lower().split()[-1]
-        if last in _STEP_WORDS and step is None and value.is_integer():
-            step = (value, total)
-            continue
+        if last in _STEP_WORDS or (last in _WITHIN_EPOCH_WORDS and total):
+            if step is None and value.is_integer():
+                step = (value, total)
+            continue  # a second counter on the line ("Saving state, iter: 2000") is no metric
+        if "/" in name and name.strip().endswith((".py", ".cc", ".cpp", ".h")):
+            continue  # a warning's "path/to/file.py:238:" on the line is a source line number, not a metric
         if last in _EPOCH_WORDS and epoch is None:
             epoch = value
             continue
@@ -158,16 +212,25 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
     """The metric rows of a printed training log, and which counter its steps are (for the notes)."""
     rows = _Rows()
     keras_epoch: float | None = None
+    header: list[str] | None = None
     counter = "step"
     hf_index = 0
     # split("\n"), not splitlines(): a progress bar's "\r" redraws stay on their line, and only the last counts.
     for raw in text.split("\n"):
-        line = raw.rsplit("\r", 1)[-1].replace("\b", "")
+        line = raw.rstrip("\r").rsplit("\r", 1)[-1].replace("\b", "")  # a Windows "\r\n" is no redraw
         if not line.strip() or len(line) > _MAX_LINE:
             continue
         m = _KERAS_EPOCH.match(line)
         if m:
             keras_epoch = float(m.group("n"))
+            continue
+        if _TABLE_HEADER.match(line):
+            header = line.split()
+            continue
+        row = _table_row(header, line) if header else None
+        if row is not None:
+            rows.add(row[0], row[1])
+            counter = "epoch (a column table: YOLO's console)"
             continue
         hf = _hf_dict(line)
         if hf is not None:
@@ -178,7 +241,7 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
         step, epoch, metrics = _line_metrics(line)
         if not any(is_loss(tokens(k)) for k in metrics):
             continue
-        within = None
+        within, by_epoch = None, False
         if epoch is not None and (step is None or step[0] != epoch):
             metrics["epoch"] = epoch
         if step is not None:
@@ -186,13 +249,29 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
             if step[1] is not None and epoch is not None:
                 within = (step[0], step[1], epoch)
         elif epoch is not None:
-            at, counter = epoch, "epoch"
+            at, counter, by_epoch = epoch, "epoch", True
         elif keras_epoch is not None:
-            at, counter = keras_epoch, "epoch (Keras' Epoch N/M lines)"
+            at, counter, by_epoch = keras_epoch, "epoch (Keras' Epoch N/M lines)", True
         else:
             continue
-        rows.add(at, metrics, within)
+        rows.add(at, metrics, within, by_epoch)
     return rows, counter
+
+
+def _elapsed_clocks(keys: list[str], steps: np.ndarray, values: np.ndarray) -> list[str]:
+    """``Time: 266.5s`` that grows line after line (and may start over each epoch) is the time since
+    a start, not a step's time: renamed ``elapsed_time_s`` so the roles never read it as the step
+    time. A step's own time goes up and down from one line to the next."""
+    frame = pd.DataFrame({"key": keys, "step": steps, "value": values})
+    clocks = set()
+    for key, rows in frame.groupby("key", sort=False):
+        if "time" not in tokens(key) or len(rows) < 3:
+            continue
+        v = rows.sort_values("step", kind="stable")["value"].to_numpy()
+        v = v[np.isfinite(v)]
+        if len(v) >= 3 and np.mean(np.diff(v) > 0) >= 0.9:
+            clocks.add(key)
+    return [f"elapsed_{k}" if k in clocks else k for k in keys]
 
 
 def read_text_log(path: Path) -> list[RunHistory]:
@@ -202,15 +281,15 @@ def read_text_log(path: Path) -> list[RunHistory]:
     if not rows.lines:
         raise NotMetrics(path, "no line of this text file holds a step and a loss (such as 'iter 100: loss 4.23' or "
                                "'step 5 | lm loss: 3.1'); if it is a table, give it a .csv suffix")
-    steps, per_epoch = rows.timeline()
-    if per_epoch:
-        counter = "step within each epoch, after the epochs before it (epoch x steps per epoch + step)"
+    steps, how = rows.timeline()
+    counter = how or counter
     values = np.asarray(rows.values, dtype=float)
     notes = [f"read as a printed training log: {rows.lines} metric lines; steps are the {counter}"]
+    keys = _elapsed_clocks(rows.keys, steps, values)
     nonfinite = int((~np.isfinite(values)).sum())
     if nonfinite:
         notes.append(f"{nonfinite} printed values are nan/inf")
-    return [build_history(Origin.for_file(path), steps, pd.Categorical(rows.keys), values, None, notes)]
+    return [build_history(Origin.for_file(path), steps, pd.Categorical(keys), values, None, notes)]
 
 
 def looks_like_text_log(path: Path) -> bool:
