@@ -329,3 +329,16 @@ def test_a_logged_total_or_a_term_that_sums_the_others_is_the_loss_not_a_new_sum
 def test_a_gans_two_losses_are_never_summed():
     view = _terms_view({"Generator loss": 0.7 + _noise(3, 0.1), "Discriminator loss": 1.3 + _noise(4, 0.1)})
     assert "+" not in view.key("train_loss")
+
+
+def test_a_loss_that_learned_during_its_warm_up_and_is_flat_after_it_did_learn():
+    # detectron2 warms its LR up over 1,000 iterations (public log P70: total_loss 2.13 -> 0.28 in them, flat after).
+    steps = np.arange(19, 1500, 20, dtype=float)
+    loss = np.where(steps < 1000, 0.28 + 1.85 * np.exp(-steps / 120), 0.28) + 0.01 * np.sin(steps)
+    lr = np.minimum(1.0, (steps + 1) / 1000) * 2.5e-4
+    report = analyze(RunHistory.from_series(REF, {"total_loss": (steps, loss), "lr": (steps, lr)}))
+    assert report.finding("loss-oscillation").level == "ok", report.finding("loss-oscillation").message
+    # The same flat loss with no fall in its warm-up never learned.
+    flat = np.full_like(steps, 0.28) + 0.01 * np.sin(steps)
+    still = analyze(RunHistory.from_series(REF, {"total_loss": (steps, flat), "lr": (steps, lr)}))
+    assert still.finding("loss-oscillation").level == "warning"

@@ -89,6 +89,17 @@ def against_baseline(view: RoleView, roles: tuple[str, ...]) -> list[Evidence]:
     return relative_evidence({r: (view.key(r), m) for r, m in medians.items() if m is not None}, cohort.baseline)
 
 
+def fall_with_warmup(view: RoleView, head_share: float, tail_share: float, early_rise: float) -> float:
+    """The train loss' fall from its first logged level to its end, warm-up included, as a share of
+    that start. The trend rules judge the loss after warm-up, but a loss that fell most of the way
+    during warm-up made its progress early: an HF fine-tune's 0.99 -> 0.35 in its warm-up (public
+    log P43) is not a crawl, and detectron2's 2.13 -> 0.28 in its 1,000 warm-up iterations, flat
+    after them (public log P70), is not a loss that never learned."""
+    whole = until_first_nonfinite(view.series("train_loss")).finite()
+    start, tail = start_and_end(whole.values, head_share, tail_share, early_rise)
+    return (start - tail) / start if start > 0 else 0.0
+
+
 def start_and_end(values, head_share: float, tail_share: float, early_rise: float) -> tuple[float, float]:
     """The loss' starting level (:func:`start_level` of its first ``head_share``) and its end level
     (median of its last ``tail_share``): what the trend rules compare."""

@@ -17,7 +17,8 @@ fault: a loss that bounces without falling — over the second half a short movi
 while the trend is not falling (t > −``stalled_t``) and the run improved less than
 ``bounce_max_improvement`` (evidence ``level_wander``); and a loss that never learned — less than
 ``no_learning`` below its start at the end (or above it, short of ``rise``), its second half falling by less than ``no_learning_tail``,
-and no val loss that fell (evidence ``no_learning``, a warning); and a loss that fell and then froze —
+no val loss that fell, and no fall of more than ``no_learning`` during warm-up either (a loss that learned
+in its warm-up and is flat after it did learn) (evidence ``no_learning``, a warning); and a loss that fell and then froze —
 over the second half its 5-95 % range is under ``frozen_range`` of its level, its step-to-step changes
 (relative to its level) shrank to ``frozen_noise_drop`` of the first half's or less, and that level is
 still ``frozen_min_level`` of its start or more (evidence ``frozen_level``, a warning): minibatch training
@@ -147,7 +148,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     half_fall = _relative_fall(v[half:], thresholds)
     # Signed: a loss that ended a little above its start (short of ``rise``) did not learn either.
     flat = (improvement < thresholds.no_learning and half_fall < thresholds.no_learning_tail
-            and not _val_fell(history, thresholds))
+            and not _val_fell(history, thresholds) and not _learned_in_warmup(history, thresholds))
     if flat and not (rising or unstable or bouncing):
         evidence = [Evidence(key, improvement, thresholds.no_learning, float(s[0]), float(s[-1]), "no_learning",
                              f"loss {c.fmt(head)} at the start, {c.fmt(tail)} at the end")]
@@ -322,7 +323,7 @@ def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
                          f"loss {c.fmt(head)} at the start, {c.fmt(tail)} at the end ({len(v)} points)")]
     if improvement < -thresholds.rise:
         return c.problem(_SELF, True, _rose(key, s, head, tail), RECOMMENDATION, evidence)
-    if improvement < thresholds.no_learning and not _val_fell(history, thresholds):
+    if improvement < thresholds.no_learning and not _val_fell(history, thresholds) and not _learned_in_warmup(history, thresholds):
         return c.problem(_SELF, False, _never_learned(key, s, tail, improvement), RECOMMENDATION, evidence)
     return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}% over its {len(v)} points; with fewer than "
                        f"{thresholds.min_points} only that overall change is judged, not its swings")
@@ -331,6 +332,12 @@ def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
 def _relative_fall(v: np.ndarray, thresholds: Thresholds) -> float:
     head, tail = stats.head_tail(v, thresholds.head_share, thresholds.tail_share)
     return float((head - tail) / head) if head > 0 else 0.0
+
+
+def _learned_in_warmup(history: RoleView, thresholds: Thresholds) -> bool:
+    """The loss fell more than ``no_learning`` from its first logged level, warm-up included: flat
+    after warm-up, it had learned already (detectron2's 1,000 warm-up iterations, public log P70)."""
+    return c.fall_with_warmup(history, thresholds.head_share, thresholds.tail_share, thresholds.early_rise) > thresholds.no_learning
 
 
 def _val_fell(history: RoleView, thresholds: Thresholds) -> bool:

@@ -130,16 +130,6 @@ def _half_fall_share(loss, thresholds: Thresholds) -> tuple[float, float]:
     return float((half_at - b.steps[0]) / span) if span > 0 else 0.0, fall / start
 
 
-def _fall_with_warmup(history: RoleView, thresholds: Thresholds) -> float:
-    """The fall from the run's first logged level to its end, warm-up included, as a share of that
-    start. The shape rules judge the loss after warm-up, but a loss that fell most of the way during
-    warm-up has made its progress early: an HF fine-tune's 0.99 -> 0.35 in its warm-up, then an
-    epoch-by-epoch staircase to 0.18 (public log P43), is not a crawl."""
-    whole = c.until_first_nonfinite(history.series("train_loss")).finite()
-    start, tail = c.start_and_end(whole.values, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
-    return (start - tail) / start if start > 0 else 0.0
-
-
 def _calm(loss, thresholds: Thresholds) -> bool:
     """The second half swings by less than ``max_swing`` of its moving level (a bouncing loss is loss-oscillation's)."""
     noise, moving = stats.local_noise(loss.values[len(loss) // 2:], thresholds.swing_window)
@@ -229,7 +219,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     still_falling = t_tail <= -thresholds.min_t_tail
     back_loaded = (half_share >= thresholds.back_loaded and still_falling and _calm(loss, thresholds)
                    and 0 < total_fall < thresholds.back_loaded_max_improvement
-                   and _fall_with_warmup(history, thresholds) < thresholds.back_loaded_max_improvement)
+                   and c.fall_with_warmup(history, thresholds.head_share, thresholds.tail_share, thresholds.early_rise) < thresholds.back_loaded_max_improvement)
     train_falls = t_all <= -thresholds.min_t and t_tail <= -thresholds.min_t_tail
     val_falls = val_line is not None and val_line[1] <= -thresholds.min_val_t
     small = 0 < improvement < thresholds.max_improvement and (val_improvement is None or val_improvement < thresholds.max_improvement)
