@@ -138,3 +138,28 @@ def ray_cluster():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+# -- running in parallel (pytest-xdist: `-n 2 --dist loadgroup` in pyproject.toml) ------------------
+# Tests that share a session's real servers run in one worker, so the run still starts one MLflow
+# server and one Ray cluster; the W&B SDK's runs, the dashboard's browser and the monitor's framework
+# imports are started once too, in whichever worker takes their group. Every other file is a group
+# of its own, so a module-scoped fixture (the demo's training, the torch corpus' folds) runs once.
+# A test's fixturenames hold every fixture it needs, directly or through others.
+_SERVER_FIXTURES = {"mlflow_server", "ray_cluster"}
+_SHARED_FOLDERS = ("mlflow", "action", "wandb", "dashboard", "monitor", "demo")
+
+
+def _group(item) -> str:
+    path = Path(str(item.fspath)).resolve().relative_to(Path(__file__).resolve().parent)
+    if _SERVER_FIXTURES & set(item.fixturenames) or path.parts[0] in ("mlflow", "action") or path.name == "test_lake.py":
+        return "servers"
+    if path.parts[0] in _SHARED_FOLDERS:
+        return path.parts[0]
+    return str(path)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
