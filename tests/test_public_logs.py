@@ -56,7 +56,8 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # (P02-v20, P10, P09-v5, P30-v0, P36, P43, P45, and batch 5's printed logs and P70). The held-out ones, each
     # scored once before any change made for it: P25-P34 0.88; P35-P45 0.16, 1 of 5 healthy flagged; P46-P57
     # 0.67, 1 of 8 healthy flagged (P49); P58-P72 0.00, 3 of 12 healthy flagged (0.12 and 1 of 12 after the
-    # reader fixes it showed were needed); P73-P84 0.70, 1 of 7 healthy flagged (P77).
+    # reader fixes it showed were needed); P73-P84 0.70, 1 of 7 healthy flagged (P77). Then the fast-start rule,
+    # written after seeing P49 and P77: 0.69 and 1 of 52 healthy flagged (P62).
     assert macro_f1(cases) >= 0.68
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 52 and wrong <= 3
+    assert healthy >= 52 and wrong <= 1

@@ -342,3 +342,13 @@ def test_a_loss_that_learned_during_its_warm_up_and_is_flat_after_it_did_learn()
     flat = np.full_like(steps, 0.28) + 0.01 * np.sin(steps)
     still = analyze(RunHistory.from_series(REF, {"total_loss": (steps, flat), "lr": (steps, lr)}))
     assert still.finding("loss-oscillation").level == "warning"
+
+
+def test_a_fine_tune_that_fell_a_fifth_in_its_first_tenth_and_then_creeps_is_on_its_plateau_not_slow():
+    # Public logs P49 and P77 (LLM fine-tunes): a fast first fall, then a loss creeping towards the text's
+    # entropy, still falling a little. What makes a run slow slows its first descent too.
+    fine_tune = 1.25 + 0.8 * np.exp(-T / 40) - 0.05 * T / N + _noise(7, 0.01)
+    assert analyze(RunHistory.from_series(REF, {"loss": (T, fine_tune)})).finding("slow-convergence").level == "ok"
+    # The same creep from the first step, with no fast first fall, is slow.
+    crawl = 2.05 - 0.25 * T / N + _noise(7, 0.01)
+    assert analyze(RunHistory.from_series(REF, {"loss": (T, crawl)})).finding("slow-convergence").is_problem

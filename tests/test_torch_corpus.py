@@ -132,10 +132,11 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_stays_ab
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
     slow, alone = grouped["grouped"]["slow-convergence"], grouped["alone"]["slow-convergence"]
     # As measured (evidence/torch/cohort.json): precision and recall 1.00 (the target: 0.9 for
-    # both) against 0.88 and 0.70 alone, with the shipped defaults (several chosen after seeing this
-    # corpus: README "Compare runs").
+    # both) against 1.00 and 0.70 alone, with the shipped defaults (several chosen after seeing this
+    # corpus: README "Compare runs"). Alone, precision was 0.88 until the fast-start rule spared the
+    # warm-up + cosine transformer; the group is what finds the slow runs one curve cannot.
     assert slow["recall"] >= 0.9 > alone["recall"]
-    assert slow["precision"] >= 0.9 and slow["precision"] > alone["precision"]
+    assert slow["precision"] >= 0.9 and slow["precision"] >= alone["precision"]
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {
         "regression_raw_features_sgd", "rnn_lr_too_low", "transformer_init_too_small"}
     bad, total = grouped["grouped_healthy_flagged"]

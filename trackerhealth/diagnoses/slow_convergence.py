@@ -93,6 +93,7 @@ class Thresholds:
     baseline_share: float = knob(0.5, "that level: the baseline's starting loss minus this share of its fall")
     comparable_start: float = knob(10.0, "a run starting more than this many times above or below the baseline's start is on another scale: not compared")
     baseline_min_fall: float = knob(0.05, "a run whose loss fell less than this share of its start never learned (loss-oscillation's case), not slowly")
+    fast_start: float = knob(0.2, "a loss that fell this share of its first level within the first tenth (warm-up included) descends at a working pace: a small later fall is its plateau, not slowness")
 
 
 def _line(s: np.ndarray, v: np.ndarray, thresholds: Thresholds):
@@ -128,6 +129,23 @@ def _half_fall_share(loss, thresholds: Thresholds) -> tuple[float, float]:
     span = b.steps[-1] - b.steps[0]
     half_at = b.steps[int(np.argmax(start - level >= fall / 2))]
     return float((half_at - b.steps[0]) / span) if span > 0 else 0.0, fall / start
+
+
+def _first_tenth_fall(history: RoleView, thresholds: Thresholds) -> float:
+    """How far the loss (its lowest binned level so far) fell within the first ``settle_share`` of the
+    run, warm-up included, as a share of its first level. What makes a run slow — a learning rate too
+    low, a tiny init, raw features, a huge Adam epsilon — slows the descent from the start; a loss that
+    fell a fifth of the way in its first tenth and then creeps is on its plateau: language-model
+    fine-tunes whose loss settles near the text's entropy (public logs P49 and P77, the torch corpus'
+    warm-up + cosine transformer) were called slow for that creep."""
+    whole = c.until_first_nonfinite(history.series("train_loss")).finite()
+    if len(whole) < thresholds.min_bins:
+        return 0.0
+    b = stats.binned(whole.steps, whole.values, thresholds.bins)
+    level = np.minimum.accumulate(b.median)
+    start = float(b.median[0])
+    cut = max(1, int(np.ceil(thresholds.settle_share * len(level))) - 1)
+    return (start - float(level[cut])) / start if start > 0 else 0.0
 
 
 def _calm(loss, thresholds: Thresholds) -> bool:
@@ -222,7 +240,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                    and c.fall_with_warmup(history, thresholds.head_share, thresholds.tail_share, thresholds.early_rise) < thresholds.back_loaded_max_improvement)
     train_falls = t_all <= -thresholds.min_t and t_tail <= -thresholds.min_t_tail
     val_falls = val_line is not None and val_line[1] <= -thresholds.min_val_t
-    small = 0 < improvement < thresholds.max_improvement and (val_improvement is None or val_improvement < thresholds.max_improvement)
+    small = (0 < improvement < thresholds.max_improvement and (val_improvement is None or val_improvement < thresholds.max_improvement)
+             and _first_tenth_fall(history, thresholds) < thresholds.fast_start)
     if back_loaded and not ((train_falls or val_falls) and small):
         evidence = [
             Evidence(key, half_share, thresholds.back_loaded, float(loss.steps[0]), float(loss.steps[-1]), "back_loaded_fall",
