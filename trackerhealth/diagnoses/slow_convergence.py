@@ -7,7 +7,9 @@ run settles), a straight line is fitted through the medians of ``bins`` bins of 
 is significantly negative (t ≤ −``min_t``) and still negative over the second half
 (t ≤ −``min_t_tail``: a finished plateau is not slow) — or when the validation loss, measured on a
 fixed set and so nearly noise-free, falls with t ≤ −``min_val_t``. It is slow when the fitted fall
-over the run (of the val loss too, when logged) is below ``max_improvement``. The evidence gives
+over the run (of the val loss too, when logged) is below ``max_improvement`` — unless the loss fell
+``fast_start`` of its first level or more within the first tenth (warm-up included): a working descent,
+now on its plateau (an LLM fine-tune creeping towards its floor). The evidence gives
 the improvement and a projection: how many more runs of this length it would take to halve the
 loss at the current rate (critical beyond ``critical_runs_to_halve``). A second shape is slow too
 (evidence ``back_loaded_fall``, a warning): a fall whose first half took at least ``back_loaded``
