@@ -150,7 +150,7 @@ class _Rows:
         if any(b[2] > a[2] and b[0] <= a[0] for (_, a), (_, b) in zip(known, known[1:])):
             first_epoch = known[0][1][2]
             at_line.update({i: (w[2] - first_epoch) * w[1] + w[0] for i, w in known})
-            how.append("the step within each epoch, after the epochs before it (epoch x steps per epoch + step)")
+            how.append("step within each epoch, after the epochs before it (epoch x steps per epoch + step)")
         per_epoch: dict[float, list[int]] = {}
         for line, flag in enumerate(self.by_epoch):
             if flag:
@@ -158,7 +158,7 @@ class _Rows:
         if any(len(lines) > 1 for lines in per_epoch.values()):
             for epoch, lines in per_epoch.items():
                 at_line.update({line: epoch + k / len(lines) for k, line in enumerate(lines)})
-            how.append("the epoch, its lines spread evenly over it in file order")
+            how.append("epoch, its lines spread evenly over it in file order")
         if not at_line:
             return steps, ""
         return np.asarray([at_line.get(line, s) for line, s in zip(self.line_of, steps)], dtype=float), "; ".join(how)
