@@ -50,14 +50,14 @@ needs_more = pytest.mark.skipif(not MORE.is_dir(), reason="the restored public l
 @needs_more
 def test_the_labelled_public_logs_score_what_the_readme_reports():
     cases, missing = public_logs.cases("public")
-    assert not missing and len(cases) >= 102
-    # issue #12's target for labelled public logs is 0.8, and this set is below it: measured 0.69 over 102 scored
+    assert not missing and len(cases) >= 112
+    # issue #12's target for labelled public logs is 0.8, and this set is below it: measured 0.69 over 112 scored
     # logs (0.67 strict). Not a held-out figure: rules and readers were changed after reading misses of this set
     # (P02-v20, P10, P09-v5, P30-v0, P36, P43, P45, and batch 5's printed logs and P70). The held-out ones, each
     # scored once before any change made for it: P25-P34 0.88; P35-P45 0.16, 1 of 5 healthy flagged; P46-P57
     # 0.67, 1 of 8 healthy flagged (P49); P58-P72 0.00, 3 of 12 healthy flagged (0.12 and 1 of 12 after the
     # reader fixes it showed were needed); P73-P84 0.70, 1 of 7 healthy flagged (P77). Then the fast-start rule,
-    # written after seeing P49 and P77: 0.69 and 1 of 52 healthy flagged (P62).
+    # written after seeing P49 and P77: 0.69 and 1 of 52 healthy flagged (P62). P85-P92 0.80, 0 of 7 healthy flagged.
     assert macro_f1(cases) >= 0.68
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 52 and wrong <= 1
+    assert healthy >= 59 and wrong <= 1
