@@ -35,6 +35,7 @@ from ...roles import is_loss, tokens
 from ...schema import RunHistory
 from ._common import Origin, build_history
 from ._errors import NotMetrics
+from ._tables import _spread_within_epochs
 
 TEXT_LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 
@@ -111,57 +112,52 @@ def _hf_dict(line: str) -> dict[str, float] | None:
 
 
 class _Rows:
-    """Long rows (step, key, value) as the lines give them; :meth:`timeline` makes the steps one timeline."""
+    """Long rows (key, value) and the metric line each came from; :meth:`timeline` gives each row its step."""
 
     def __init__(self):
-        self.steps: list[float] = []
         self.keys: list[str] = []
         self.values: list[float] = []
         self.line_of: list[int] = []  # per row, the metric line it came from
+        self.line_at: list[float] = []  # per line, its step as printed
         self.within: list[tuple[float, float, float] | None] = []  # per line: (step, steps per epoch, epoch)
         self.by_epoch: list[bool] = []  # per line: its step is its epoch (the line names no step)
-        self.line_at: list[float] = []  # per line, its step as printed
-        self.lines = 0
+
+    @property
+    def lines(self) -> int:
+        return len(self.line_at)
 
     def add(self, step: float, metrics: dict[str, float], within: tuple[float, float, float] | None = None,
             by_epoch: bool = False) -> None:
         for k, v in metrics.items():
-            self.steps.append(step)
             self.keys.append(k)
             self.values.append(v)
             self.line_of.append(self.lines)
         self.within.append(within)
         self.by_epoch.append(by_epoch)
         self.line_at.append(step)
-        self.lines += 1
 
     def timeline(self) -> tuple[np.ndarray, str]:
-        """The steps, and how they were made one timeline ("" when as printed):
+        """Each row's step, and how the lines were made one timeline ("" when as printed):
 
         * where a ``Step [100/600]`` counter starts over each ``Epoch [2/5]``, the epochs before it are
           added (epoch x steps per epoch + step) — only then: ``epoch 2 step 1200/5000`` may count the run;
         * lines that name only their epoch (``Epoch 1 - Batch loss: 12.13``, hundreds per epoch) are
-          spread evenly over it in file order, so no line is lost to the one before it.
+          spread evenly over it in file order, as the table reader spreads a repeating epoch column.
         """
-        steps = np.asarray(self.steps, dtype=float)
-        at_line = {}
+        at = np.asarray(self.line_at, dtype=float)
         how = []
         known = [(i, w) for i, w in enumerate(self.within) if w is not None]
         if any(b[2] > a[2] and b[0] <= a[0] for (_, a), (_, b) in zip(known, known[1:])):
             first_epoch = known[0][1][2]
-            at_line.update({i: (w[2] - first_epoch) * w[1] + w[0] for i, w in known})
+            for i, (step, per_epoch, epoch) in known:
+                at[i] = (epoch - first_epoch) * per_epoch + step
             how.append("step within each epoch, after the epochs before it (epoch x steps per epoch + step)")
-        per_epoch: dict[float, list[int]] = {}
-        for line, flag in enumerate(self.by_epoch):
-            if flag:
-                per_epoch.setdefault(self.line_at[line], []).append(line)
-        if any(len(lines) > 1 for lines in per_epoch.values()):
-            for epoch, lines in per_epoch.items():
-                at_line.update({line: epoch + k / len(lines) for k, line in enumerate(lines)})
+        by_epoch = np.flatnonzero(self.by_epoch)
+        spread, epochs = _spread_within_epochs(at[by_epoch]) if len(by_epoch) else (None, 0)
+        if epochs:
+            at[by_epoch] = spread
             how.append("epoch, its lines spread evenly over it in file order")
-        if not at_line:
-            return steps, ""
-        return np.asarray([at_line.get(line, s) for line, s in zip(self.line_of, steps)], dtype=float), "; ".join(how)
+        return at[np.asarray(self.line_of, dtype=int)], "; ".join(how)
 
 
 def _table_row(header: list[str], line: str) -> tuple[float, dict[str, float]] | None:
