@@ -269,13 +269,18 @@ def _model_order(layer: str) -> tuple:
 _ADVERSARIAL = {"generator", "discriminator", "gen", "disc", "critic", "adversarial", "adv", "g", "d"}
 
 
+def _numbered_copy(key: str, candidates: list[str]) -> bool:
+    """An auxiliary copy of another candidate: ``loss_ce_0`` … ``loss_ce_8`` beside ``loss_ce`` (DETR's decoder layers)."""
+    return bool(re.search(r"[_.]\d+$", key)) and re.sub(r"[_.]\d+$", "", key) in candidates
+
+
 def _terms(history: RunHistory, candidates: list[str]) -> list[str]:
     """The per-step loss terms among ``candidates``: no epoch aggregates, no numbered auxiliary copies."""
     out = []
     for k in candidates:
         if _AGGREGATE & set(tokens(k)) or len(history[k]) < 3:
             continue
-        if re.search(r"[_.]\d+$", k) and re.sub(r"[_.]\d+$", "", k) in candidates:
+        if _numbered_copy(k, candidates):
             continue
         out.append(k)
     return out
@@ -362,8 +367,8 @@ def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, 
             tok = tokens(k)
             if k == main or _AGGREGATE & set(tok) or set(tok) <= main_tok | {"step"}:
                 continue
-            if re.search(r"[_.]\d+$", k) and re.sub(r"[_.]\d+$", "", k) in train_c:
-                continue  # auxiliary copies (loss_ce_0 … loss_ce_8 beside loss_ce)
+            if _numbered_copy(k, train_c):
+                continue
             label = "_".join(t for t in tok if t not in {"loss", "train", "training", "step"}) or k
             tasks.append((label, k))
         if len(tasks) >= 2:

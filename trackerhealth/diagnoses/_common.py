@@ -73,7 +73,7 @@ def judged_loss(view: RoleView, min_points: int) -> tuple[Series | None, str]:
     loss = view.series("train_loss")
     if loss is None:
         return None, "not logged: train_loss (see `trackerhealth diagnoses` for the key names understood)"
-    loss = after_warmup(view, until_first_nonfinite(loss).finite())
+    loss = after_warmup(view, loss_with_warmup(view))
     if len(loss) < min_points:
         return None, f"only {len(loss)} finite train-loss points after warm-up; need {min_points}"
     return loss, ""
@@ -89,13 +89,18 @@ def against_baseline(view: RoleView, roles: tuple[str, ...]) -> list[Evidence]:
     return relative_evidence({r: (view.key(r), m) for r, m in medians.items() if m is not None}, cohort.baseline)
 
 
+def loss_with_warmup(view: RoleView) -> Series:
+    """The train loss from its first logged point, warm-up included, up to its first NaN/Inf."""
+    return until_first_nonfinite(view.series("train_loss")).finite()
+
+
 def fall_with_warmup(view: RoleView, head_share: float, tail_share: float, early_rise: float) -> float:
     """The train loss' fall from its first logged level to its end, warm-up included, as a share of
     that start. The trend rules judge the loss after warm-up, but a loss that fell most of the way
     during warm-up made its progress early: an HF fine-tune's 0.99 -> 0.35 in its warm-up (public
     log P43) is not a crawl, and detectron2's 2.13 -> 0.28 in its 1,000 warm-up iterations, flat
     after them (public log P70), is not a loss that never learned."""
-    whole = until_first_nonfinite(view.series("train_loss")).finite()
+    whole = loss_with_warmup(view)
     start, tail = start_and_end(whole.values, head_share, tail_share, early_rise)
     return (start - tail) / start if start > 0 else 0.0
 

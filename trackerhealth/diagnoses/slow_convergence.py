@@ -140,7 +140,7 @@ def _first_tenth_fall(history: RoleView, thresholds: Thresholds) -> float:
     fell a fifth of the way in its first tenth and then creeps is on its plateau: language-model
     fine-tunes whose loss settles near the text's entropy (public logs P49 and P77, the torch corpus'
     warm-up + cosine transformer) were called slow for that creep."""
-    whole = c.until_first_nonfinite(history.series("train_loss")).finite()
+    whole = c.loss_with_warmup(history)
     if len(whole) < thresholds.min_bins:
         return 0.0
     b = stats.binned(whole.steps, whole.values, thresholds.bins)
