@@ -99,13 +99,15 @@ def main(ctx: click.Context) -> None:
 @file_group_options
 def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_address, group_by, baselines) -> None:
     """Analyze local training logs: CSV, Parquet, JSONL (long or wide), HF trainer_state.json,
-    Lightning metrics.csv, detectron2 metrics.json, TensorBoard event files, MLflow run folders,
-    W&B run folders (offline or synced).
+    Lightning metrics.csv, detectron2 metrics.json, Ultralytics YOLO results.csv, TensorBoard event
+    files, MLflow run folders, W&B run folders (offline or synced), and printed training logs
+    (.log, .txt, .out: nanoGPT, Megatron-LM, Keras, YOLO console lines; named one by one).
 
     \b
     Examples:
       trackerhealth analyze examples/logs
       trackerhealth analyze runs/*.parquet trainer_state.json lightning_logs/version_0/metrics.csv
+      trackerhealth analyze slurm-1234.out train.log   # what a training script printed
       trackerhealth analyze run.csv --format json > report.json
       trackerhealth analyze mlruns/0 --format markdown --fail-on warning
       trackerhealth analyze costs.csv --loss-key cost
