@@ -139,7 +139,7 @@ def ray_cluster():
             else:
                 os.environ[key] = value
 
-# -- running in parallel (pytest-xdist: `-n 2 --dist loadgroup` in pyproject.toml) ------------------
+# -- running in parallel (opt-in: pytest -n 2 --dist loadgroup) ---------------------------------------
 # Tests that share a session's real servers run in one worker, so the run still starts one MLflow
 # server and one Ray cluster; the W&B SDK's runs, the dashboard's browser and the monitor's framework
 # imports are started once too, in whichever worker takes their group. Every other file is a group

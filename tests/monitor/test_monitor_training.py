@@ -92,7 +92,7 @@ AGREEMENT = {
 @pytest.mark.parametrize("name", list(AGREEMENT))
 def test_monitor_and_a_later_scan_agree(name, monkeypatch, tmp_path):
     if name == "bottleneck_mlflow_slow_io":
-        # Its fault is real time: a 6 ms read against 2-3 ms of compute. The suite runs in two workers, and
+        # Its fault is real time: a 6 ms read against 2-3 ms of compute. When the suite runs in two workers,
         # on a loaded machine compute can take as long as the read, so the run would not be starved at all;
         # the read is made 5x slower here so that the fault this test is about still happens.
         from tests.corpus import scenarios_more
