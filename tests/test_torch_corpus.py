@@ -132,15 +132,14 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_stays_ab
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
     slow, alone = grouped["grouped"]["slow-convergence"], grouped["alone"]["slow-convergence"]
     # As measured (evidence/torch/cohort.json): precision and recall 1.00 (the target: 0.9 for
-    # both) against 1.00 and 0.70 alone, with the shipped defaults (several chosen after seeing this
-    # corpus: README "Compare runs"). Alone, precision was 0.88 until the fast-start rule spared the
-    # warm-up + cosine transformer; the group is what finds the slow runs one curve cannot.
+    # both) against 0.91 and 0.83 alone, with the shipped defaults (several chosen after seeing this
+    # corpus: README "Compare runs"). Alone, rnn_lr_too_low is found since back_loaded went to 0.25
+    # with its first-tenth gate; the group is what finds the slow runs one curve cannot.
     assert slow["recall"] >= 0.9 > alone["recall"]
     assert slow["precision"] >= 0.9 and slow["precision"] >= alone["precision"]
-    assert set(grouped["slow_missed_alone_found_grouped"]) >= {
-        "regression_raw_features_sgd", "rnn_lr_too_low", "transformer_init_too_small"}
+    assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 1 and total >= 70  # 1 of 70, as alone (another run)
+    assert bad <= 1 and total >= 77  # 1 of 77, as alone (another run)
     # Macro-F1 falls (0.90 alone, 0.83 grouped): baseline-regression's one false alarm, a healthy
     # batch-4 run that ends at 10.8x its baseline's loss, makes its row an F1 of 0.
     assert grouped["grouped"]["baseline-regression"]["fp"] <= 1 and grouped["grouped_macro_f1"] >= 0.825

@@ -11,7 +11,7 @@ level, the seed's "raw loss fluctuation far above its short moving average") by 
 ``fluctuation_ratio``. A run that is unstable and improved by less than ``max_improvement`` is
 flagged, and so is a run whose loss ends ``rise`` above where it started, and one that swings and ends
 its second half more than ``late_rise`` above where that half began, by at least ``late_rise_floor``
-of the starting level (evidence ``second_half_rise``: it learned, then threw it away). Two more shapes are this
+of the starting level (evidence ``second_half_rise``: it learned, then threw it away). More shapes are this
 fault: a loss that bounces without falling — over the second half a short moving median
 (``wander_window_share`` of the run) strays from a long one by more than ``wander_ratio`` of the level
 while the trend is not falling (t > −``stalled_t``) and the run improved less than
@@ -24,7 +24,12 @@ over the second half its 5-95 % range is under ``frozen_range`` of its level, it
 still ``frozen_min_level`` of its start or more (evidence ``frozen_level``, a warning): minibatch training
 always moves the loss from batch to batch, so a loss that stops moving means the model's output stopped
 changing (a constant prediction such as the target's mean or the class prior, dead units, an LR at
-zero). A loss whose last ``relapse_parts``-th sits ``relapse`` × (two orders of magnitude) or more above
+zero); and a loss that fell early and then stuck — its val loss ends within ``stuck_val_change`` of its
+first evaluations (medians of the first and last fifth, at least ``stuck_val_points``), its second half
+is stalled and swings by more than ``stuck_swing`` of its level, and it fell at least
+``stuck_min_improvement`` but less than ``bounce_max_improvement`` (evidence ``val_stalled``, a warning):
+a batch of 2 or an LR far too high keeps a character LM bouncing near its unigram loss, where a run that
+converged early fell most of the way. A loss whose last ``relapse_parts``-th sits ``relapse`` × (two orders of magnitude) or more above
 the lowest median of any later part relapsed, at any scale (evidence ``relapse``, critical): it learned
 and then threw it away. A steady slow fall
 (``slow-convergence``) and a smooth, flat loss (for example a network whose early layers get no
@@ -75,6 +80,8 @@ FROZEN_RECOMMENDATION = (
 REAL_CASES = (
     RealCase("transformer_lr_too_high", TORCH, "a character-level transformer trained with AdamW at lr 0.6",
              "rose from 7.76 to 10.1 … The config sets the learning rate to 0.6, high for adamw"),
+    RealCase("rnn_batch_too_small", TORCH, "a GRU character LM trained with batch 2 at Adam lr 0.06",
+             "fell early and then stuck: val/loss never improved after its first evaluations … the updates are too noisy"),
     RealCase("P24", PUBLIC, "JohnBBB42/Hidden_Markov_Miracles, a Lightning CSVLogger metrics.csv",
              "train_nll_step is stuck near 0.666, only 1.63% below its start 0.677, and it shot up to 28.8x its starting level early on"),
     RealCase("P09-v5", PUBLIC, "DiogoFerreira7/LSTM-Implementation, a Lightning CSVLogger metrics.csv of an LSTM regressing 0/1 targets",
@@ -116,6 +123,10 @@ class Thresholds:
     frozen_min_level: float = knob(0.02, "a frozen loss counts while its level is at least this share of its start (one that converged to ~0 is done)")
     relapse: float = knob(100.0, "a loss whose last part's median is this many times its lowest part median (after the first) relapsed")
     relapse_parts: int = knob(10, "parts the run is cut into for the relapse check (the first is left out: it is the fall)")
+    stuck_val_change: float = knob(0.02, "a val loss whose last fifth is within this share of its first fifth (either way) never improved after its first evaluations")
+    stuck_val_points: int = knob(6, "finite val-loss points needed for that check")
+    stuck_swing: float = knob(0.06, "and a train loss whose second half swings about its moving level by more than this share of it is bouncing, not settled")
+    stuck_min_improvement: float = knob(0.15, "a stuck loss did fall at first by at least this share (one that never fell is no_learning)")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -170,6 +181,12 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     h_head, h_tail = stats.head_tail(v[half:], thresholds.head_share, thresholds.tail_share)
     late_rise = (half_fall < -thresholds.late_rise and ratio > thresholds.fluctuation_ratio
                  and h_tail - h_head >= thresholds.late_rise_floor * head)
+    # Fell early, then stuck: the val loss never improved after its first evaluations while the train
+    # loss, its second half not falling, bounces about a level only part of the way down (batch 2 or an
+    # LR far too high: a char-level LM stuck near its unigram loss). A run that converged early and idles
+    # fell most of the way (bounce_max_improvement) or is smooth; one whose val rose is overfitting.
+    stuck = _stuck(history, thresholds) if (stalled and ratio > thresholds.stuck_swing and
+                                            thresholds.stuck_min_improvement <= improvement < thresholds.bounce_max_improvement) else None
     flagged = rising or bouncing or late_rise or (unstable and improvement < thresholds.max_improvement)
     relapse = _relapse(s, v, thresholds)
     if relapse is not None and not flagged:
@@ -181,6 +198,17 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                    f"{c.fmt(100 / thresholds.relapse_parts)}% of the run it sits at {c.fmt(last)}, {c.fmt(times)}x higher: "
                    "the optimizer threw away what it learned.")
         return c.problem(_SELF, True, message, RECOMMENDATION, evidence)
+    if stuck is not None and not flagged:
+        first, last, change, val_key, v0, v1 = stuck
+        evidence = [Evidence(val_key, change, thresholds.stuck_val_change, v0, v1, "val_stalled",
+                             f"val loss {c.fmt(first)} over its first fifth of evaluations, {c.fmt(last)} over its last"),
+                    Evidence(key, ratio, thresholds.stuck_swing, float(s[half]), float(s[-1]), "fluctuation_over_level",
+                             f"swings of {c.fmt(noise)} about a moving level of {c.fmt(moving)}; the second half does not fall")]
+        message = (f"{key} fell early and then stuck: {val_key} never improved after its first evaluations "
+                   f"({c.fmt(first)} then, {c.fmt(last)} at the end), while {key} bounces by {c.fmt(100 * ratio)}% of its level "
+                   f"near {c.fmt(tail)}, only {c.fmt(100 * improvement)}% below its start {c.fmt(head)}: the updates are too noisy "
+                   "to make progress (a batch too small or a learning rate too high).")
+        return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
     if not flagged:
         return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}%; swings {c.fmt(100 * ratio)}% of its level; "
                            f"early peak {c.fmt(overshoot)}x its start")
@@ -249,6 +277,28 @@ def _stalled(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> bool:
     if len(b.median) < thresholds.early_min_points:
         return False
     return bool(stats.trend(b.steps, b.median).t > -thresholds.stalled_t)
+
+
+def _stuck(history: RoleView, thresholds: Thresholds) -> tuple[float, float, float, str, float, float] | None:
+    """(first-fifth median, last-fifth median, relative change, key, first step, last step) of the val loss
+    when it ended within ``stuck_val_change`` of where its first evaluations put it, else None. Medians of
+    fifths, so one lucky evaluation does not decide; either way, since a val loss that rose is
+    overfitting's to judge and one that fell has learned."""
+    val = history.series("val_loss")
+    if val is None:
+        return None
+    finite = val.finite()
+    if len(finite) < thresholds.stuck_val_points:
+        return None
+    vv, vs = finite.values, finite.steps
+    fifth = max(1, len(vv) // 5)
+    first, last = float(np.median(vv[:fifth])), float(np.median(vv[-fifth:]))
+    if first <= 0:
+        return None
+    change = (first - last) / first
+    if abs(change) >= thresholds.stuck_val_change:
+        return None
+    return first, last, change, history.key("val_loss"), float(vs[0]), float(vs[-1])
 
 
 def _relapse(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> tuple[float, float, float, float] | None:

@@ -16,7 +16,11 @@ loss at the current rate (critical beyond ``critical_runs_to_halve``). A second 
 of the run (a steady crawl that never bends, or a long plateau before a late drop, as a too-small
 init gives), still falling over the second half, calm (swings below ``max_swing`` of the level) and
 smaller than ``back_loaded_max_improvement`` of the start — after warm-up, and from the first logged
-level too (a loss that fell most of the way during its warm-up made its progress early). A healthy loss covers most of its fall early.
+level too (a loss that fell most of the way during its warm-up made its progress early), and only when the first
+tenth of the run (warm-up included) fell less than ``back_loaded_first_tenth`` of its first level: a too-low LR,
+a huge Adam epsilon or a tiny init slows a run from its first steps, where a model with a long learning horizon
+(a convolutional character LM learning longer contexts, held-out family ``conv``) drops at once and then falls
+steadily. A healthy loss covers most of its fall early.
 
 **Against its group.** A run analysed with its group (``--group-by``, a W&B group, an MLflow parent
 run) is first measured against the group's baseline: the steps it took to reach the baseline's loss
@@ -85,7 +89,8 @@ class Thresholds:
     settle_share: float = knob(0.1, "share at the start where a run settles, left out of the fit")
     min_bins: int = knob(6, "bins left after the settling share needed to fit a line")
     min_val_points: int = knob(5, "finite val-loss points needed to fit the val line")
-    back_loaded: float = knob(0.3, "a fall whose first half took more than this share of the run is back-loaded: a healthy loss bends early")
+    back_loaded: float = knob(0.25, "a fall whose first half took more than this share of the run is back-loaded: a healthy loss bends early")
+    back_loaded_first_tenth: float = knob(0.05, "a back-loaded fall is slow only when the first tenth (warm-up included) fell less than this share of the first level: what makes a run slow slows it from the start")
     back_loaded_max_improvement: float = knob(0.65, "a back-loaded fall larger than this share of the start (two thirds) is real progress, late or not: not slow")
     max_swing: float = knob(0.2, "a back-loaded fall counts only when the second half swings by less than this share of its level (a bouncing loss is loss-oscillation)")
     swing_window: int = knob(5, "points of the short moving level those swings are measured about")
@@ -239,7 +244,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     still_falling = t_tail <= -thresholds.min_t_tail
     back_loaded = (half_share >= thresholds.back_loaded and still_falling and _calm(loss, thresholds)
                    and 0 < total_fall < thresholds.back_loaded_max_improvement
-                   and c.fall_with_warmup(history, thresholds.head_share, thresholds.tail_share, thresholds.early_rise) < thresholds.back_loaded_max_improvement)
+                   and c.fall_with_warmup(history, thresholds.head_share, thresholds.tail_share, thresholds.early_rise) < thresholds.back_loaded_max_improvement
+                   and _first_tenth_fall(history, thresholds) < thresholds.back_loaded_first_tenth)
     train_falls = t_all <= -thresholds.min_t and t_tail <= -thresholds.min_t_tail
     val_falls = val_line is not None and val_line[1] <= -thresholds.min_val_t
     small = (0 < improvement < thresholds.max_improvement and (val_improvement is None or val_improvement < thresholds.max_improvement)
