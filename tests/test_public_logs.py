@@ -58,6 +58,10 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # 0.67, 1 of 8 healthy flagged (P49); P58-P72 0.00, 3 of 12 healthy flagged (0.12 and 1 of 12 after the
     # reader fixes it showed were needed); P73-P84 0.70, 1 of 7 healthy flagged (P77). Then the fast-start rule,
     # written after seeing P49 and P77: 0.69 and 1 of 52 healthy flagged (P62). P85-P92 0.80, 0 of 7 healthy flagged.
-    assert macro_f1(cases) >= 0.68
+    # Then 0.81 (0.80 strict): slow-convergence's first-tenth gate removed P69's false alarm (0.70), and
+    # periodic-spikes' epoch lock removed P56's, the only periodic-spikes finding on the set. No log is
+    # labelled periodic-spikes, so its row left the macro average (its F1 of 0 had been one of seven rows):
+    # most of that 0.11 is the average's arithmetic, not ten more logs read right.
+    assert macro_f1(cases) >= 0.80
     wrong, healthy = healthy_flagged(cases)
     assert healthy >= 59 and wrong <= 1

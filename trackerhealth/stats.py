@@ -215,7 +215,7 @@ class Comb:
 
 
 def periodic_comb(positions: np.ndarray, start: float, end: float, min_period: float,
-                  candidates: np.ndarray | None = None, tolerance: float = 0.01) -> Comb | None:
+                  candidates: np.ndarray | None = None, tolerance: float = 0.01, from_gaps: bool = True) -> Comb | None:
     """Find a period whose comb of same-phase events covers the run, ignoring unrelated events.
 
     For each candidate period P (gaps between events, plus ``candidates`` such as the epoch
@@ -223,7 +223,8 @@ def periodic_comb(positions: np.ndarray, start: float, end: float, min_period: f
     the periodic part. Coverage counts distinct cycles holding an in-phase event (two events in
     one cycle count once; the cycles counted start at the first in-phase event), and is compared
     with the coverage that the same number of randomly
-    placed events would reach, so a run full of random spikes does not look periodic. Among
+    placed events would reach, so a run full of random spikes does not look periodic. With
+    ``from_gaps`` false only ``candidates`` are tried (the periods a known cause allows). Among
     near-equal periods the shortest wins (a period's multiples score alike). ``p_value`` is the
     binomial probability of hitting that many cycles by chance, multiplied by the number of
     periods tried: with few cycles and many spikes, a perfect-looking comb can be luck.
@@ -234,8 +235,10 @@ def periodic_comb(positions: np.ndarray, start: float, end: float, min_period: f
     if n < 3 or span <= 0:
         return None
     ordered = np.sort(positions)
-    gaps = [ordered[k:] - ordered[:-k] for k in range(1, min(4, n))]
+    gaps = [ordered[k:] - ordered[:-k] for k in range(1, min(4, n))] if from_gaps else []
     extra = [np.asarray(candidates, dtype=float)] if candidates is not None else []
+    if not gaps and not extra:
+        return None
     cands = np.concatenate(gaps + extra)
     cands = np.unique(np.round(cands[(cands >= min_period) & (cands <= span / 3)], 6))
     found: list[tuple[float, Comb]] = []

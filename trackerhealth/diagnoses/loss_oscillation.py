@@ -125,6 +125,7 @@ class Thresholds:
     relapse_parts: int = knob(10, "parts the run is cut into for the relapse check (the first is left out: it is the fall)")
     stuck_val_change: float = knob(0.02, "a val loss whose last fifth is within this share of its first fifth (either way) never improved after its first evaluations")
     stuck_val_points: int = knob(6, "finite val-loss points needed for that check")
+    stuck_val_parts: int = knob(5, "the val loss's first and last 1/this of its evaluations are compared (medians)")
     stuck_swing: float = knob(0.06, "and a train loss whose second half swings about its moving level by more than this share of it is bouncing, not settled")
     stuck_min_improvement: float = knob(0.15, "a stuck loss did fall at first by at least this share (one that never fell is no_learning)")
 
@@ -291,7 +292,7 @@ def _stuck(history: RoleView, thresholds: Thresholds) -> tuple[float, float, flo
     if len(finite) < thresholds.stuck_val_points:
         return None
     vv, vs = finite.values, finite.steps
-    fifth = max(1, len(vv) // 5)
+    fifth = max(1, len(vv) // thresholds.stuck_val_parts)
     first, last = float(np.median(vv[:fifth])), float(np.median(vv[-fifth:]))
     if first <= 0:
         return None

@@ -4,7 +4,8 @@
 deviations (MAD of the residual) and at least ``min_rel`` of the local level above a short rolling
 median, so a spike is a brief excursion that recovers, not a level change. Spikes right after a
 learning-rate jump (a rise of more than ``lr_restart_jump``: a warm restart) are excluded. Candidate periods come from the gaps between
-spikes (and the epoch length, when the run logs its epoch); for each, the spikes are folded onto
+spikes — or, when the run logs its epoch, only whole numbers of epochs and whole fractions of one
+(down to ``epoch_fractions``): a data-order spike is locked to the epoch; for each, the spikes are folded onto
 their phase within the period (within ``phase_tolerance`` of it, or one logging interval: data-order spikes recur
 at an exact step period, and a loose window lets random spikes line up). The spikes are periodic when in-phase spikes appear in at least
 ``min_spikes`` cycles and in at least ``min_coverage`` of the run's cycles from the first in-phase
@@ -64,6 +65,7 @@ class Thresholds:
     min_period_intervals: float = knob(3.0, "the shortest period tried, in logging intervals")
     max_spikes: int = knob(300, "cost bound: only the tallest this many spikes are folded (the comb test is quadratic)")
     epoch_match: float = knob(0.1, "a period within this many epochs of a whole number of epochs is named per epoch")
+    epoch_fractions: int = knob(4, "with a logged epoch counter, periods of a whole number of epochs or 1/2 .. 1/this of one are tried")
 
 
 def _epoch_length(history: RoleView) -> float | None:
@@ -77,6 +79,14 @@ def _epoch_length(history: RoleView) -> float | None:
     if len(change) < 2:  # a length needs two epoch boundaries (also covers a counter of fewer than three points)
         return None
     return float(np.median(np.diff(e.steps[change])))
+
+
+def _epoch_locked_periods(epoch_len: float, span: float, thresholds: Thresholds) -> np.ndarray:
+    """Whole multiples of the epoch up to the run's length (:func:`stats.periodic_comb` keeps those that fit
+    three times), and its whole fractions down to a half, a third ... an ``epoch_fractions``-th."""
+    multiples = epoch_len * np.arange(1, max(1, int(span / epoch_len)) + 1)
+    fractions = epoch_len / np.arange(2, thresholds.epoch_fractions + 1)
+    return np.concatenate([fractions, multiples])
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -103,8 +113,18 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         idx = np.sort(idx[np.argsort(v[idx] - base[idx])[-thresholds.max_spikes:]])
     cadence = float(np.median(np.diff(s)))
     epoch_len = _epoch_length(history)
-    comb = stats.periodic_comb(s[idx], float(s[0]), float(s[-1]), thresholds.min_period_intervals * cadence,
-                               np.array([epoch_len]) if epoch_len else None, thresholds.phase_tolerance)
+    # With the epoch length known, only periods locked to it are tried: the same batch comes back once
+    # per epoch (or every few epochs, or a few times per epoch at fixed places), so a data-order spike
+    # recurs at a whole number of epochs or a whole fraction of one. Spikes that line up at some other
+    # period drift through the epoch (public log P56: every ~330 steps with 80-step epochs) and are not
+    # the data order; without an epoch counter every gap between spikes is a candidate.
+    if epoch_len:
+        comb = stats.periodic_comb(s[idx], float(s[0]), float(s[-1]), thresholds.min_period_intervals * cadence,
+                                   _epoch_locked_periods(epoch_len, float(s[-1] - s[0]), thresholds),
+                                   thresholds.phase_tolerance, from_gaps=False)
+    else:
+        comb = stats.periodic_comb(s[idx], float(s[0]), float(s[-1]), thresholds.min_period_intervals * cadence,
+                                   None, thresholds.phase_tolerance)
     regular = (comb is not None and comb.cycles_hit >= thresholds.min_spikes and comb.coverage >= thresholds.min_coverage
                and comb.p_value <= thresholds.max_p_value)
     if not regular:
