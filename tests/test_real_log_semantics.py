@@ -389,3 +389,14 @@ def test_a_steady_fall_that_was_slow_from_its_first_steps_is_back_loaded(name):
     # LR 20-30x too low or Adam eps 1: under 4 % of the fall happens in the first tenth.
     finding = _torch_run(name).finding("slow-convergence")
     assert finding.is_problem and finding.evidence[0].code == "back_loaded_fall", finding.message
+
+
+@pytest.mark.parametrize("name", ["seqcls_lr_too_high_adam", "seqcls_lr_too_high_sgd"])
+def test_a_layer_saturated_by_a_blow_up_is_not_vanishing(name):
+    # An LR far too high blows up the GRU classifier's tanh input layer: its gradient is 0.1-1 for the
+    # first fifth of the run and ~1e-8 after. The layer was knocked out by the blow-up (the twin confirms
+    # loss-oscillation, and its first layer's gradient is not smaller than the twin's): the loss's rise is
+    # the finding, not vanishing gradients (scored once before this rule: both were tagged vanishing).
+    report = _torch_run(name)
+    assert not report.finding("vanishing-gradients").is_problem
+    assert "loss-oscillation" in {f.id for f in report.problems}

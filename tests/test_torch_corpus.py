@@ -49,18 +49,21 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 
 
 # The pooled held-out figures as measured (README "How well the diagnoses work"), per diagnosis
-# (precision, recall). They are floors, not the issue's target of 0.9 for both: loss-oscillation,
-# slow-convergence, task-imbalance, vanishing-gradients and overfitting are short of it. task-imbalance's
-# third find (cnn_imbalance_raw_ink, a term 78x the other) came with the lagging-task rule, written for
-# that class after the issue named it: its fold takes the rule's default on a tie, so it is not held out.
+# (precision, recall). They are floors, not the issue's target of 0.9 for both: overfitting,
+# slow-convergence, task-imbalance and vanishing-gradients are short of it. task-imbalance's third find
+# (cnn_imbalance_raw_ink, a term 78x the other) came with the lagging-task rule, written for that class
+# after the issue named it: its fold takes the rule's default on a tie, so it is not held out. The conv
+# and seqcls families were each scored once before any change informed by them (conv 0.75 with 5 of 7
+# healthy flagged; seqcls 0.53, 0 of 9); the rules changed after them (slow-convergence's first-tenth
+# gate, vanishing-gradients' collapse) are not held out for those families.
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 1.0),
     "nonfinite": (1.0, 1.0),
-    "overfitting": (1.0, 0.8),
-    "vanishing-gradients": (1.0, 0.75),
-    "loss-oscillation": (0.9, 0.7),
-    "slow-convergence": (0.75, 0.7),
+    "overfitting": (0.8, 0.7),
+    "vanishing-gradients": (1.0, 0.8),
+    "loss-oscillation": (0.9, 0.9),
+    "slow-convergence": (0.9, 0.85),
     "task-imbalance": (1.0, 0.75),
 }
 
@@ -69,19 +72,20 @@ def test_pooled_held_out_floors_as_measured(folds):
     pooled = folds["pooled_held_out"]
     for diag_id, (precision, recall) in FLOORS.items():
         assert pooled[diag_id]["precision"] >= precision and pooled[diag_id]["recall"] >= recall, (diag_id, pooled[diag_id])
-    # 0.898 as measured: the layer-order change moved one run's acceptable reading from
-    # vanishing-gradients to its label, loss-oscillation, which shifts F1 between the two rows.
-    assert folds["pooled_macro_f1"] >= 0.895
+    # 0.92 as measured over eight families.
+    assert folds["pooled_macro_f1"] >= 0.915
     wrong, healthy = folds["pooled_healthy_flagged"]
-    # 2 of 70 as measured (the issue's target: at most 1 in 20): slow-convergence on two language models
-    # with warm-up + cosine and one-cycle schedules. The cnn fold's three sane twins, which sit at chance
-    # before a late fall of ~75 %, are spared by back_loaded_max_improvement 0.65; that default was
-    # chosen after seeing them and their fold takes it on a tie, so for it the fold is not held out.
-    assert healthy >= 60 and wrong <= 2
+    # 2 of 86 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
+    # batch-4 run, and overfitting on mlp_onecycle under the mlp fold's thresholds (min_rise chosen lower
+    # once the seqcls family's mild overfitting run was among the others). The cnn fold's three sane
+    # twins, which sit at chance before a late fall of ~75 %, are spared by back_loaded_max_improvement
+    # 0.65; that default was chosen after seeing them and their fold takes it on a tie, so for it the
+    # fold is not held out.
+    assert healthy >= 86 and wrong <= 2
 
 
-def test_six_architecture_families_and_each_seed_cause_in_two_of_them(folds):
-    assert len(folds["families"]) >= 6
+def test_eight_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 8
     coverage = folds["cause_coverage"]
     # Measured gaps: no confirmed "one oversized batch" run, and gradient explosion as its own cause
     # only in the regression family (elsewhere it is an LR spike or an LR too high, which cover it).

@@ -3,7 +3,8 @@
 **What it looks for.** Per-layer gradient norms, in model order (the order the run logged them).
 Each layer's typical norm is its median over the run. The first ``early_share`` of layers is
 compared with the last ``early_share`` (a layer whose gradient drops to exactly zero for good after being
-non-zero, the dead units a blow-up leaves, is judged on the stretch before): critical when the early layers' norm is below ``tiny``
+non-zero, the dead units a blow-up leaves, or below ``collapse`` of its first tenth's level for good,
+the saturated units an LR far too high leaves, is judged on the stretch before): critical when the early layers' norm is below ``tiny``
 (1e-7, from the seed) while the late layers are at least ``min_late`` — normal; a warning when the
 early layers are more than ``ratio``× smaller than the late ones, or when every layer is below
 ``tiny`` (the whole network has stopped learning).
@@ -50,6 +51,8 @@ class Thresholds:
     ratio: float = knob(1e-4, "a warning when early layers are more than 1/ratio times smaller than late ones")
     early_share: float = knob(0.25, "share of the layers at each end compared (first vs last)")
     min_layers: int = knob(3, "layers with gradient norms needed to judge")
+    collapse: float = knob(1e-3, "a layer's norms below this share of their first part's median from some step to the end collapsed (units knocked out): judged before")
+    collapse_head_parts: int = knob(10, "the first 1/this of a layer's norms is its starting level for the collapse check")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -60,7 +63,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return c.skipped(_SELF, f"only {len(layers)} layer(s) with gradient norms; need {thresholds.min_layers}")
     medians = []
     for label, key, s in layers:
-        f = _while_alive(s.finite().values)
+        f = _while_alive(s.finite().values, thresholds)
         medians.append(stats.typical(np.abs(f)) if len(f) else np.nan)
     med = np.array(medians)
     k = max(1, int(round(len(layers) * thresholds.early_share)))
@@ -103,17 +106,28 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     return c.ok(_SELF, f"gradient reaches the first layers: early {c.fmt(early_level)} vs late {c.fmt(late_level)}")
 
 
-def _while_alive(values: np.ndarray) -> np.ndarray:
-    """A layer's norms up to where they drop to exactly zero for good, when they were not zero before.
+def _while_alive(values: np.ndarray, thresholds: Thresholds) -> np.ndarray:
+    """A layer's norms up to where they collapse for good: to exactly zero, or below ``collapse`` of
+    their first tenth's median, from some step to the end.
 
     A gradient that is exactly 0 from some step to the end, after being non-zero, comes from dead units
-    (ReLUs knocked out by a blow-up or an LR spike): the layer stopped learning because the run broke,
-    which nonfinite reports with its onset. Vanishing is a gradient that is small while the layer is
-    alive, so it is judged on the stretch before that. A layer at zero from its first step is kept as
-    it is (it never got any gradient)."""
+    (ReLUs knocked out by a blow-up or an LR spike); one that falls a thousandfold from a normal start
+    and stays there comes from saturated units (a tanh or sigmoid layer whose weights an LR far too high
+    blew up: the torch corpus's seqcls_lr_too_high runs, 0.1-1 for their first fifth, ~1e-8 after). The
+    layer stopped learning because the run broke, which nonfinite or loss-oscillation reports.
+    Vanishing is a gradient that is small while the layer is alive, so it is judged on the stretch
+    before that. A layer small or zero from its first steps is kept as it is (it never got any gradient:
+    a deep sigmoid stack's first layers are at 1e-18 from step 1)."""
     nonzero = np.flatnonzero(values != 0)
     if len(nonzero) == 0:
         return values
     end = int(nonzero[-1]) + 1
-    return values[:end] if end < len(values) else values
+    if end < len(values):
+        return values[:end]
+    head = np.abs(values[:max(1, len(values) // thresholds.collapse_head_parts)])
+    start = float(np.median(head))
+    alive = np.flatnonzero(np.abs(values) >= thresholds.collapse * start)
+    end = int(alive[-1]) + 1 if len(alive) else len(values)
+    # Only from a living start (at least ``tiny``): a layer that begins vanished and fades further is vanishing.
+    return values[:end] if start >= thresholds.tiny and end < len(values) else values
 
