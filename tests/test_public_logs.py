@@ -50,7 +50,7 @@ needs_more = pytest.mark.skipif(not MORE.is_dir(), reason="the restored public l
 @needs_more
 def test_the_labelled_public_logs_score_what_the_readme_reports():
     cases, missing = public_logs.cases("public")
-    assert not missing and len(cases) >= 112
+    assert not missing and len(cases) >= 127
     # issue #12's target for labelled public logs is 0.8, and this set is below it: measured 0.69 over 112 scored
     # logs (0.67 strict). Not a held-out figure: rules and readers were changed after reading misses of this set
     # (P02-v20, P10, P09-v5, P30-v0, P36, P43, P45, and batch 5's printed logs and P70). The held-out ones, each
@@ -61,7 +61,10 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # Then 0.81 (0.80 strict): slow-convergence's first-tenth gate removed P69's false alarm (0.70), and
     # periodic-spikes' epoch lock removed P56's, the only periodic-spikes finding on the set. No log is
     # labelled periodic-spikes, so its row left the macro average (its F1 of 0 had been one of seven rows):
-    # most of that 0.11 is the average's arithmetic, not ten more logs read right.
+    # most of that 0.11 is the average's arithmetic, not ten more logs read right. Batch 8 (P93-P105, 15
+    # scored logs) was then scored once: 0.67 (0.35 strict), 0 of 9 healthy flagged; all 127 at 0.79. Then
+    # slow-convergence stopped calling a loss that needs 200+ runs to halve slow (P94-a, a classifier
+    # pinned at ln 10, seen in batch 8): 0.80 (0.78 strict), 1 of 68 healthy flagged.
     assert macro_f1(cases) >= 0.80
     wrong, healthy = healthy_flagged(cases)
     assert healthy >= 59 and wrong <= 1

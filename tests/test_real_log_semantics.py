@@ -400,3 +400,14 @@ def test_a_layer_saturated_by_a_blow_up_is_not_vanishing(name):
     report = _torch_run(name)
     assert not report.finding("vanishing-gradients").is_problem
     assert "loss-oscillation" in {f.id for f in report.problems}
+
+
+@pytest.mark.parametrize("name", ["mlp_lr_too_low", "cnn_adam_eps_large"])
+def test_a_creep_that_needs_hundreds_of_runs_to_halve_never_learned(name):
+    # An LR 100x too low / Adam eps 1: the loss creeps 0.05-0.14 % after the first tenth, 363-1018 runs
+    # of this length to halve. A trend test calls that falling steadily; it did not learn (the twin
+    # confirms it flat): loss-oscillation's never-learned finding, not slow-convergence.
+    report = _torch_run(name)
+    slow = report.finding("slow-convergence")
+    assert not slow.is_problem and "not converging at all" in slow.message
+    assert [e.code for e in report.finding("loss-oscillation").evidence] == ["no_learning"]

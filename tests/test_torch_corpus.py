@@ -63,7 +63,7 @@ FLOORS = {
     "overfitting": (0.8, 0.7),
     "vanishing-gradients": (1.0, 0.8),
     "loss-oscillation": (0.9, 0.9),
-    "slow-convergence": (0.9, 0.85),
+    "slow-convergence": (0.9, 0.8),
     "task-imbalance": (1.0, 0.75),
 }
 
@@ -72,8 +72,9 @@ def test_pooled_held_out_floors_as_measured(folds):
     pooled = folds["pooled_held_out"]
     for diag_id, (precision, recall) in FLOORS.items():
         assert pooled[diag_id]["precision"] >= precision and pooled[diag_id]["recall"] >= recall, (diag_id, pooled[diag_id])
-    # 0.92 as measured over eight families.
-    assert folds["pooled_macro_f1"] >= 0.915
+    # 0.914 as measured over eight families (0.92 before slow-convergence stopped calling a loss that
+    # needs 200+ runs to halve slow: two one-of runs moved their find from that row to loss-oscillation's).
+    assert folds["pooled_macro_f1"] >= 0.91
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 2 of 86 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run, and overfitting on mlp_onecycle under the mlp fold's thresholds (min_rise chosen lower

@@ -11,7 +11,9 @@ over the run (of the val loss too, when logged) is below ``max_improvement`` —
 ``fast_start`` of its first level or more within the first tenth (warm-up included): a working descent,
 now on its plateau (an LLM fine-tune creeping towards its floor). The evidence gives
 the improvement and a projection: how many more runs of this length it would take to halve the
-loss at the current rate (critical beyond ``critical_runs_to_halve``). A second shape is slow too
+loss at the current rate (critical beyond ``critical_runs_to_halve``; beyond ``stalled_runs_to_halve`` the
+loss is not converging at all — a classifier pinned at ln K creeps towards it — and ``loss-oscillation``'s
+never-learned rule names it, so this is ``ok``). A second shape is slow too
 (evidence ``back_loaded_fall``, a warning): a fall whose first half took at least ``back_loaded``
 of the run (a steady crawl that never bends, or a long plateau before a late drop, as a too-small
 init gives), still falling over the second half, calm (swings below ``max_swing`` of the level) and
@@ -81,6 +83,7 @@ class Thresholds:
     bins: int = knob(30, "bins of the train loss whose medians the line is fitted through")
     critical_runs_to_halve: float = knob(20.0, "critical when halving the loss at the end-of-run slope takes more runs than this")
     min_runs_to_halve: float = knob(4.0, "ok when the loss would halve within this many more runs of this length")
+    stalled_runs_to_halve: float = knob(200.0, "beyond this many runs to halve, the loss is not converging at all, slowly or otherwise: loss-oscillation's never-learned case")
     min_points: int = knob(30, "finite train-loss points after warm-up needed to judge")
     head_share: float = knob(0.02, "share of the run at the start whose median is the starting level (at least 3 points)")
     tail_share: float = knob(0.2, "share of the run at the end whose median is the end level")
@@ -271,6 +274,15 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     runs_to_halve = (0.5 * end_fit) / (-slope * span) if slope < 0 and span > 0 else float("inf")
     if runs_to_halve < thresholds.min_runs_to_halve:
         return c.ok(_SELF, f"{key} fell {c.fmt(100 * improvement)}% but would halve within {c.fmt(runs_to_halve)} more runs of this length")
+    # A creep that would need hundreds of runs to halve the loss is not a slow descent: the loss has
+    # stopped (a classifier pinned at ln K, predicting the uniform distribution, creeps towards it by a
+    # few 1e-5 per step). A trend test calls that "falling steadily"; loss-oscillation's never-learned
+    # rule is the one that names it (public logs P93-a and P94-a, torch runs with Adam eps 1 and an LR
+    # 100x too low: 336-1018 runs to halve; the slow runs of every corpus need 140 or fewer).
+    if runs_to_halve > thresholds.stalled_runs_to_halve:
+        return c.ok(_SELF, f"{key} moved only {c.fmt(100 * improvement)}% after the first tenth: at that rate halving it takes "
+                           f"{c.fmt(runs_to_halve)} more runs of this length, so it is not converging at all "
+                           "(loss-oscillation judges a loss that never learned)")
     evidence = [
         Evidence(key, improvement, thresholds.max_improvement, float(s[0]), float(s[-1]), "small_improvement",
                  f"fitted loss {c.fmt(start_fit)} → {c.fmt(end_fit)} after the first tenth of the run"),
