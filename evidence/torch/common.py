@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -165,3 +166,44 @@ def lr_spike(at: int, factor: float):
     before.label = f"x{factor:g} at step {at}"
     return before
 
+
+# The optimizer, LR schedule and "init far too small" that the text and sequence families share (the
+# transformer family keeps its own: its SGDR has a floor and it adds a decay-then-idle schedule).
+def shrink_init(model: torch.nn.Module, init: str) -> torch.nn.Module:
+    """``init`` "scaled:F" multiplies every weight by F (the seed's "init far too small"); else unchanged."""
+    if init.startswith("scaled:"):
+        factor = float(init.split(":")[1])
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(factor)
+    return model
+
+
+def make_optimizer(params, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
+    """SGD with momentum 0.9, Adam or AdamW, from ``cfg["optimizer"]``, ``lr``, ``eps``, ``weight_decay``."""
+    kind = cfg["optimizer"]
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=cfg["lr"], momentum=0.9, weight_decay=cfg["weight_decay"])
+    if kind == "adamw":
+        return torch.optim.AdamW(params, lr=cfg["lr"], eps=cfg["eps"], weight_decay=cfg["weight_decay"])
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=cfg["lr"], eps=cfg["eps"], weight_decay=cfg["weight_decay"])
+    raise ValueError(f"unknown optimizer {kind!r}: sgd, adam or adamw")
+
+
+def make_scheduler(opt: torch.optim.Optimizer, cfg: Mapping[str, Any]):
+    """None for "constant"; warm-up (a tenth) + cosine, step decay x0.3 every third, SGDR every quarter, one-cycle."""
+    kind, steps = cfg["schedule"], cfg["max_steps"]
+    if kind == "constant":
+        return None
+    if kind == "warmup_cosine":
+        warm = steps // 10
+        return torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / (steps - warm))))
+    if kind == "step":
+        return torch.optim.lr_scheduler.StepLR(opt, step_size=steps // 3, gamma=0.3)
+    if kind == "sgdr":
+        return torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=steps // 4)
+    if kind == "onecycle":
+        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg["lr"], total_steps=steps + 1)
+    raise ValueError(f"unknown schedule {kind!r}")

@@ -8,13 +8,12 @@ come from :mod:`.truth` against it.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import torch
 
 from . import _text, truth
-from .common import NAMES, fit, minibatches, seed_all
+from .common import NAMES, fit, make_optimizer, make_scheduler, minibatches, seed_all, shrink_init
 from .sinks import open_run
 
 FAMILY = "conv"
@@ -54,38 +53,12 @@ LAYERS = ("embed.weight", "convs.0.weight", "head.weight")
 
 def _model(cfg: dict) -> CausalConvLM:
     seed_all(cfg["seed"])
-    model = CausalConvLM(_text.vocab().size, cfg["channels"], cfg["layers"], cfg["kernel"], cfg["activation"])
-    if cfg["init"].startswith("scaled:"):  # every weight shrunk by this factor: "init far too small"
-        factor = float(cfg["init"].split(":")[1])
-        with torch.no_grad():
-            for p in model.parameters():
-                p.mul_(factor)
-    return model
+    return shrink_init(CausalConvLM(_text.vocab().size, cfg["channels"], cfg["layers"], cfg["kernel"], cfg["activation"]),
+                       cfg["init"])
 
 
-def _optimizer(params, cfg: dict):
-    if cfg["optimizer"] == "sgd":
-        return torch.optim.SGD(params, lr=cfg["lr"], momentum=0.9, weight_decay=cfg["weight_decay"])
-    if cfg["optimizer"] == "adamw":
-        return torch.optim.AdamW(params, lr=cfg["lr"], eps=cfg["eps"], weight_decay=cfg["weight_decay"])
-    return torch.optim.Adam(params, lr=cfg["lr"], eps=cfg["eps"], weight_decay=cfg["weight_decay"])
 
 
-def _scheduler(opt, cfg: dict):
-    kind, steps = cfg["schedule"], cfg["max_steps"]
-    if kind == "constant":
-        return None
-    if kind == "warmup_cosine":
-        warm = steps // 10
-        return torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / (steps - warm))))
-    if kind == "step":
-        return torch.optim.lr_scheduler.StepLR(opt, step_size=steps // 3, gamma=0.3)
-    if kind == "sgdr":
-        return torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=steps // 4)
-    if kind == "onecycle":
-        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg["lr"], total_steps=steps + 1)
-    raise ValueError(kind)
 
 
 class _Runs:
@@ -99,11 +72,11 @@ class _Runs:
         cfg = {**BASE, "seed": SEED, **cfg}
         (tx, ty), val = _text.splits(cfg["train_chars"], cfg.get("stride"))
         model = _model(cfg)
-        opt = _optimizer(model.parameters(), cfg)
+        opt = make_optimizer(model.parameters(), cfg)
         log = open_run(style, self.root, name, cfg)
         fit(model, minibatches(tx, ty, cfg["batch_size"], cfg["seed"], cfg["shuffle"]),
             lambda m, b: _text.lm_loss(m(b[0]), b[1]), opt, log, epochs=10_000, naming=naming,
-            scheduler=_scheduler(opt, cfg), val_fn=_text.val_loss_fn(model, val), val_every=val_every,
+            scheduler=make_scheduler(opt, cfg), val_fn=_text.val_loss_fn(model, val), val_every=val_every,
             log_every=log_every, layer_grads=LAYERS, clip=cfg["clip"], before_step=before_step,
             max_steps=cfg["max_steps"])
         file = log.close()

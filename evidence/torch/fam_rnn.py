@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from . import _text, truth
-from .common import NAMES, fit, minibatches, seed_all
+from .common import NAMES, fit, make_optimizer, make_scheduler, minibatches, seed_all, shrink_init
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
 
@@ -43,36 +43,11 @@ LAYERS = ("embed.weight", "rnn.weight_ih_l0", "head.weight")
 
 def _model(cfg: dict) -> CharRNN:
     seed_all(cfg["seed"])
-    model = CharRNN(_text.vocab().size, cfg["hidden"], cfg["layers"], cfg["cell"], cfg["dropout"])
-    if cfg["init"].startswith("scaled:"):  # every weight shrunk by this factor: "init far too small"
-        factor = float(cfg["init"].split(":")[1])
-        with torch.no_grad():
-            for p in model.parameters():
-                p.mul_(factor)
-    return model
+    return shrink_init(CharRNN(_text.vocab().size, cfg["hidden"], cfg["layers"], cfg["cell"], cfg["dropout"]), cfg["init"])
 
 
-def _optimizer(params, cfg: dict):
-    if cfg["optimizer"] == "sgd":
-        return torch.optim.SGD(params, lr=cfg["lr"], momentum=0.9, weight_decay=cfg["weight_decay"])
-    return torch.optim.Adam(params, lr=cfg["lr"], eps=cfg["eps"], weight_decay=cfg["weight_decay"])
 
 
-def _scheduler(opt, cfg: dict):
-    kind, steps = cfg["schedule"], cfg["max_steps"]
-    if kind == "constant":
-        return None
-    if kind == "warmup_cosine":
-        warm = steps // 10
-        return torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / (steps - warm))))
-    if kind == "step":
-        return torch.optim.lr_scheduler.StepLR(opt, step_size=steps // 3, gamma=0.3)
-    if kind == "sgdr":
-        return torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=steps // 4)
-    if kind == "onecycle":
-        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg["lr"], total_steps=steps + 1)
-    raise ValueError(kind)
 
 
 class _Runs:
@@ -88,11 +63,11 @@ class _Runs:
         if train_override is not None:
             tx, ty = train_override
         model = _model(cfg)
-        opt = _optimizer(model.parameters(), cfg)
+        opt = make_optimizer(model.parameters(), cfg)
         log = open_run(style, self.root, name, cfg)
         result = fit(model, batches or minibatches(tx, ty, cfg["batch_size"], cfg["seed"], cfg["shuffle"]),
                      lambda m, b: _text.lm_loss(m(b[0]), b[1]), opt, log, epochs=10_000, naming=naming,
-                     scheduler=_scheduler(opt, cfg), val_fn=_text.val_loss_fn(model, val), val_every=val_every,
+                     scheduler=make_scheduler(opt, cfg), val_fn=_text.val_loss_fn(model, val), val_every=val_every,
                      log_every=log_every, layer_grads=LAYERS, clip=cfg["clip"], before_step=before_step,
                      max_steps=cfg["max_steps"])
         file = log.close()
