@@ -3,8 +3,8 @@ MLflow's parent runs by default, the ``trackerhealth.baseline`` tag and ``--base
 written, and re-scans that reuse a group whole or analyse it whole.
 
 The runs are real torch trainings from evidence/torch (cached files): a GRU language model with a
-learning rate 100x too small, whose loss on its own bends like a healthy one, among sane siblings of
-the same model and data; and a transformer group beside it."""
+learning rate 100x too small among sane siblings of the same model and data; and a transformer group
+beside it."""
 
 from __future__ import annotations
 
@@ -71,14 +71,16 @@ GROUP = ("--group-by", "params.model", "--group-by", "params.dataset")
 def test_grouped_by_model_and_data_the_slow_run_is_found_and_its_siblings_are_not(mlflow_server, team, cache_dir):
     _, exp_name, _ = team
     alone = _runs(_scan(mlflow_server.url, cache_dir / "a", exp_name, "--dry-run"))
-    assert _finding(alone[SLOW], "slow-convergence")["level"] == "ok"  # one curve cannot say it
+    # Alone, only the shape of its fall says it (half of it after 28 % of the run, almost none in the
+    # first tenth): a rule that also fires on healthy runs of other models. The group says it by steps.
+    assert [e["code"] for e in _finding(alone[SLOW], "slow-convergence")["evidence"]][0] == "back_loaded_fall"
     assert "group" not in alone[SLOW]
 
     runs = _runs(_scan(mlflow_server.url, cache_dir / "g", exp_name, "--dry-run", *GROUP))
     slow = _finding(runs[SLOW], "slow-convergence")
     assert slow["level"] == "warning", slow["message"]
     evidence = {e["code"]: e for e in slow["evidence"]}
-    assert evidence["slower_than_baseline"]["observed"] >= 4
+    assert evidence["slower_than_baseline"]["observed"] >= 4 and "back_loaded_fall" not in evidence
     group = runs[SLOW]["group"]
     assert group["size"] == len(RNN) and group["group"] == {"params.model": _entry(SLOW)["model"],
                                                             "params.dataset": _entry(SLOW)["dataset"]}

@@ -166,7 +166,8 @@ def test_two_scans_at_once_send_one_alert_per_finding(mlflow_server, client, exp
         scans = [_cli(["--mlflow-uri", mlflow_server.url, "-e", exp_name, "--cache-dir", str(tmp_path / f"c{i}"),
                        "--alert-webhook", hook.url, "--fail-on", "never"], {}) for i in range(2)]
         results = [p.communicate(timeout=300) for p in scans]
-        assert [p.returncode for p in scans] == [0, 0], results
+        # On failure, each scan's stderr tail (pytest would cut the whole outputs short of the reason).
+        assert [p.returncode for p in scans] == [0, 0], [err[-3000:] for _, err in results]
         sent = [(p["trackerhealth"]["run"]["id"], p["trackerhealth"]["finding"]["id"]) for p in hook.payloads]
     assert sorted(sent) == sorted(critical)  # each exactly once, across both scans
     assert len({p["dedup_key"] for p in hook.payloads}) == len(sent)

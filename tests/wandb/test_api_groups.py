@@ -55,6 +55,10 @@ def _level(run: dict, diag_id: str) -> str:
     return next(f["level"] for f in run["findings"] if f["id"] == diag_id)
 
 
+def _codes(run: dict, diag_id: str) -> list[str]:
+    return next([e["code"] for e in f["evidence"]] for f in run["findings"] if f["id"] == diag_id)
+
+
 def test_runs_of_one_wandb_group_are_compared_by_default_and_by_config_keys(wandb_env, tmp_path):
     _rnn(wandb_env.store, "rnn", tags={"rnn_sgdr_restarts": ("trackerhealth:baseline",)})
     runs = _runs(_scan("rnn", tmp_path, "--dry-run"))
@@ -106,6 +110,8 @@ def test_a_shared_job_type_alone_groups_nothing_unless_asked(wandb_env, tmp_path
     _rnn(wandb_env.store, "jobs", group=None)
     runs = _runs(_scan("jobs", tmp_path, "--dry-run"))
     assert all("group" not in r for r in runs.values())
-    assert _level(runs[SLOW], "slow-convergence") == "ok"
+    # Alone, only the shape of its fall (back-loaded) names it; with the group, the steps to the baseline's level.
+    assert _codes(runs[SLOW], "slow-convergence")[0] == "back_loaded_fall"
     asked = _runs(_scan("jobs", tmp_path / "j", "--dry-run", "--group-by", "job_type"))
     assert asked[SLOW]["group"]["group"] == {"job_type": "train"} and _level(asked[SLOW], "slow-convergence") == "warning"
+    assert "slower_than_baseline" in _codes(asked[SLOW], "slow-convergence")
