@@ -32,12 +32,14 @@ from .torch import manifest
 TORCH = Path(__file__).parent / "torch"
 RESULT = TORCH / "lofo.json"
 
-# The knobs a fold may move, each over a few values that bracket the shipped default.
+# The knobs a fold may move, each over a few values that bracket the shipped default. Every point of a
+# diagnosis' grid (the product of its knobs' values) is run on every run, so the grids stay small: the
+# test re-derives them all (tests/test_torch_corpus.py), within the suite's 10 minutes.
 GRID: dict[str, dict[str, tuple]] = {
     "loss-oscillation": {"wander_ratio": (0.05, 0.08, 0.12), "max_improvement": (0.3, 0.45, 0.6), "no_learning": (0.05, 0.08, 0.12),
-                         "late_rise": (1.0, 2.0), "stuck_swing": (0.04, 0.06, 0.1), "stuck_val_change": (0.01, 0.02, 0.04)},
-    "slow-convergence": {"back_loaded": (0.2, 0.25, 0.3, 0.4), "max_improvement": (0.1, 0.15, 0.25),
-                         "back_loaded_max_improvement": (0.5, 0.65, 0.8), "back_loaded_first_tenth": (0.03, 0.05, 0.08, 1.0)},
+                         "late_rise": (1.0, 2.0), "stuck_swing": (0.06, 0.1)},
+    "slow-convergence": {"back_loaded": (0.2, 0.25, 0.3), "max_improvement": (0.1, 0.15, 0.25),
+                         "back_loaded_max_improvement": (0.5, 0.65, 0.8), "back_loaded_first_tenth": (0.05, 1.0)},
     "nonfinite": {"rebound": (0.35, 0.5, 0.7), "spike_factor": (10.0, 30.0)},
     "overfitting": {"min_rise": (0.05, 0.1, 0.2), "min_ratio": (1.1, 1.2, 1.5)},
     "periodic-spikes": {"z": (4.0, 6.0, 8.0), "min_coverage": (0.7, 0.85)},
