@@ -168,7 +168,7 @@ def lr_spike(at: int, factor: float):
 
 
 # The optimizer, LR schedule and "init far too small" that the text and sequence families share (the
-# transformer family keeps its own: its SGDR has a floor and it adds a decay-then-idle schedule).
+# transformer family keeps its own optimizer default, AdamW, and adds two schedules of its own).
 def shrink_init(model: torch.nn.Module, init: str) -> torch.nn.Module:
     """``init`` "scaled:F" multiplies every weight by F (the seed's "init far too small"); else unchanged."""
     if init.startswith("scaled:"):

@@ -13,7 +13,7 @@ import torch
 
 from . import _text, truth
 from ._pipeline import loader_batches
-from .common import NAMES, fit, minibatches, seed_all
+from .common import NAMES, fit, make_scheduler, minibatches, seed_all
 from .integrations import hf_trainer_run
 from .sinks import open_run
 
@@ -72,24 +72,16 @@ def _optimizer(params, cfg: dict):
 
 
 def _scheduler(opt, cfg: dict):
+    """The shared schedules (:func:`.common.make_scheduler`), but SGDR with a floor of 2 % of the LR, and a
+    cosine decay to 1 % that then idles (a converged run)."""
     kind, steps = cfg["schedule"], cfg["max_steps"]
-    if kind == "constant":
-        return None
-    if kind == "warmup_cosine":
-        warm = steps // 10
-        return torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / (steps - warm))))
-    if kind == "step":
-        return torch.optim.lr_scheduler.StepLR(opt, step_size=steps // 3, gamma=0.3)
     if kind == "sgdr":
         return torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=steps // 4, eta_min=cfg["lr"] * 0.02)
-    if kind == "onecycle":
-        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg["lr"], total_steps=steps + 1)
     if kind == "decay_then_idle":  # cosine to 1 % over the first `decay_steps`, then flat: converged, idling
         d = cfg["decay_steps"]
         return torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * min(s, d) / d)))
-    raise ValueError(kind)
+    return make_scheduler(opt, cfg)
 
 
 class _Runs:
