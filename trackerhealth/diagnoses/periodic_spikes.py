@@ -118,13 +118,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # recurs at a whole number of epochs or a whole fraction of one. Spikes that line up at some other
     # period drift through the epoch (public log P56: every ~330 steps with 80-step epochs) and are not
     # the data order; without an epoch counter every gap between spikes is a candidate.
-    if epoch_len:
-        comb = stats.periodic_comb(s[idx], float(s[0]), float(s[-1]), thresholds.min_period_intervals * cadence,
-                                   _epoch_locked_periods(epoch_len, float(s[-1] - s[0]), thresholds),
-                                   thresholds.phase_tolerance, from_gaps=False)
-    else:
-        comb = stats.periodic_comb(s[idx], float(s[0]), float(s[-1]), thresholds.min_period_intervals * cadence,
-                                   None, thresholds.phase_tolerance)
+    locked = _epoch_locked_periods(epoch_len, float(s[-1] - s[0]), thresholds) if epoch_len else None
+    comb = stats.periodic_comb(s[idx], float(s[0]), float(s[-1]), thresholds.min_period_intervals * cadence,
+                               locked, thresholds.phase_tolerance, from_gaps=locked is None)
     regular = (comb is not None and comb.cycles_hit >= thresholds.min_spikes and comb.coverage >= thresholds.min_coverage
                and comb.p_value <= thresholds.max_p_value)
     if not regular:

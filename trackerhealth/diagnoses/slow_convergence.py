@@ -130,15 +130,21 @@ def _half_fall_share(loss, thresholds: Thresholds) -> tuple[float, float]:
     """Share of the run it took the loss (its lowest binned level so far) to cover half its total fall,
     and that fall as a share of the start. A healthy loss bends early (a small share); a loss crawling
     down at a constant rate, or sitting on a plateau before a late drop, takes half the run or more."""
-    b = stats.binned(loss.steps, loss.values, thresholds.bins)
-    level = np.minimum.accumulate(b.median)
-    start, end = float(b.median[0]), float(level[-1])
+    steps, level, start = _running_low(loss, thresholds)
+    end = float(level[-1])
     fall = start - end
     if not (start > 0 and fall > 0) or len(level) < thresholds.min_bins:
         return 0.0, 0.0
-    span = b.steps[-1] - b.steps[0]
-    half_at = b.steps[int(np.argmax(start - level >= fall / 2))]
-    return float((half_at - b.steps[0]) / span) if span > 0 else 0.0, fall / start
+    span = steps[-1] - steps[0]
+    half_at = steps[int(np.argmax(start - level >= fall / 2))]
+    return float((half_at - steps[0]) / span) if span > 0 else 0.0, fall / start
+
+
+def _running_low(loss, thresholds: Thresholds) -> tuple[np.ndarray, np.ndarray, float]:
+    """The bins' middle steps, the lowest bin median reached so far at each (a bounce back up does not
+    undo progress, one lucky batch does not make it), and the first bin's median (the start)."""
+    b = stats.binned(loss.steps, loss.values, thresholds.bins)
+    return b.steps, np.minimum.accumulate(b.median), float(b.median[0])
 
 
 def _first_tenth_fall(history: RoleView, thresholds: Thresholds) -> float:
@@ -151,9 +157,7 @@ def _first_tenth_fall(history: RoleView, thresholds: Thresholds) -> float:
     whole = c.loss_with_warmup(history)
     if len(whole) < thresholds.min_bins:
         return 0.0
-    b = stats.binned(whole.steps, whole.values, thresholds.bins)
-    level = np.minimum.accumulate(b.median)
-    start = float(b.median[0])
+    _, level, start = _running_low(whole, thresholds)
     cut = max(1, int(np.ceil(thresholds.settle_share * len(level))) - 1)
     return (start - float(level[cut])) / start if start > 0 else 0.0
 
@@ -245,14 +249,16 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
 
     half_share, total_fall = _half_fall_share(loss, thresholds)
     still_falling = t_tail <= -thresholds.min_t_tail
-    back_loaded = (half_share >= thresholds.back_loaded and still_falling and _calm(loss, thresholds)
-                   and 0 < total_fall < thresholds.back_loaded_max_improvement
-                   and c.fall_with_warmup(history, thresholds.head_share, thresholds.tail_share, thresholds.early_rise) < thresholds.back_loaded_max_improvement
-                   and _first_tenth_fall(history, thresholds) < thresholds.back_loaded_first_tenth)
+    back_shape = (half_share >= thresholds.back_loaded and still_falling and _calm(loss, thresholds)
+                  and 0 < total_fall < thresholds.back_loaded_max_improvement
+                  and c.fall_with_warmup(history, thresholds.head_share, thresholds.tail_share, thresholds.early_rise) < thresholds.back_loaded_max_improvement)
+    small_fall = 0 < improvement < thresholds.max_improvement and (val_improvement is None or val_improvement < thresholds.max_improvement)
+    # Both shapes are spared by a fast first tenth (each with its own bound); measured once, and only when asked.
+    first_tenth = _first_tenth_fall(history, thresholds) if (back_shape or small_fall) else 0.0
+    back_loaded = back_shape and first_tenth < thresholds.back_loaded_first_tenth
+    small = small_fall and first_tenth < thresholds.fast_start
     train_falls = t_all <= -thresholds.min_t and t_tail <= -thresholds.min_t_tail
     val_falls = val_line is not None and val_line[1] <= -thresholds.min_val_t
-    small = (0 < improvement < thresholds.max_improvement and (val_improvement is None or val_improvement < thresholds.max_improvement)
-             and _first_tenth_fall(history, thresholds) < thresholds.fast_start)
     if back_loaded and not ((train_falls or val_falls) and small):
         evidence = [
             Evidence(key, half_share, thresholds.back_loaded, float(loss.steps[0]), float(loss.steps[-1]), "back_loaded_fall",
