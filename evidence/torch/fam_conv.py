@@ -107,12 +107,7 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
             return
         f, c = runs.train(name, style, "wandb", cfg, **kw)
         ok, measures = check(runs.taps[name])
-        got, also = (intended, []) if ok else ([], [])
-        if "slow-convergence" in intended and not ok:
-            # One that does not learn at all is the flat case of loss-oscillation (corpus brief).
-            flat, flat_measures = truth.confirm_oscillation(runs.taps[name], twin, key)
-            got, also = truth.flat_or_slow_labels(intended, flat) if flat else ([], [])
-            measures = {**measures, **flat_measures}
+        got, also, measures = truth.labels_from_check(intended, ok, measures, runs.taps[name], twin, key)
         extra = {"also_acceptable": also} if also else {}
         runs.add(name, style, f, c, faults=got, intended=intended, cause=cause, twin="conv_twin_adam",
                  truth_measures=measures, description=description, **extra)

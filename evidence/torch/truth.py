@@ -212,3 +212,17 @@ def flat_or_slow_labels(intended: list[str], confirmed_flat: bool) -> tuple[list
     if confirmed_flat and "slow-convergence" in intended:
         return ["loss-oscillation"], ["slow-convergence"]
     return list(intended), []
+
+
+def labels_from_check(intended: list[str], confirmed: bool, measures: dict, fault: Logged, twin: Logged,
+                      loss_key: str) -> tuple[list[str], list[str], dict]:
+    """(faults, also_acceptable, measures) of a fault run whose twin check gave ``confirmed``: the intended
+    faults when confirmed; for a run meant to be slow that was not, the flat case of loss-oscillation
+    when it did not learn at all (:func:`flat_or_slow_labels`), else no label (kept, not scored)."""
+    if confirmed:
+        return list(intended), [], measures
+    if "slow-convergence" not in intended:
+        return [], [], measures
+    flat, flat_measures = confirm_oscillation(fault, twin, loss_key)
+    faults, also = flat_or_slow_labels(intended, flat) if flat else ([], [])
+    return faults, also, {**measures, **flat_measures}
