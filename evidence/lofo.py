@@ -41,7 +41,7 @@ GRID: dict[str, dict[str, tuple]] = {
     "slow-convergence": {"back_loaded": (0.2, 0.25, 0.3), "max_improvement": (0.1, 0.15, 0.25),
                          "back_loaded_max_improvement": (0.5, 0.65, 0.8), "back_loaded_first_tenth": (0.05, 1.0)},
     "nonfinite": {"rebound": (0.35, 0.5, 0.7), "spike_factor": (10.0, 30.0)},
-    "overfitting": {"min_rise": (0.05, 0.1, 0.2), "min_ratio": (1.1, 1.2, 1.5)},
+    "overfitting": {"min_rise": (0.05, 0.1, 0.2), "min_ratio": (1.1, 1.2, 1.5), "climb_min_tau": (0.7, 0.8, 0.9)},
     "periodic-spikes": {"z": (4.0, 6.0, 8.0), "min_coverage": (0.7, 0.85)},
     "vanishing-gradients": {"ratio": (1e-5, 1e-4, 1e-3)},
     "input-bottleneck": {"data_over_compute": (0.5, 1.0, 2.0)},

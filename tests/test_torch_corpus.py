@@ -60,7 +60,7 @@ FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 1.0),
     "nonfinite": (1.0, 1.0),
-    "overfitting": (0.8, 0.7),
+    "overfitting": (1.0, 0.85),
     "vanishing-gradients": (1.0, 0.8),
     "loss-oscillation": (0.9, 0.9),
     "slow-convergence": (0.9, 0.8),
@@ -72,17 +72,17 @@ def test_pooled_held_out_floors_as_measured(folds):
     pooled = folds["pooled_held_out"]
     for diag_id, (precision, recall) in FLOORS.items():
         assert pooled[diag_id]["precision"] >= precision and pooled[diag_id]["recall"] >= recall, (diag_id, pooled[diag_id])
-    # 0.914 as measured over eight families (0.92 before slow-convergence stopped calling a loss that
-    # needs 200+ runs to halve slow: two one-of runs moved their find from that row to loss-oscillation's).
-    assert folds["pooled_macro_f1"] >= 0.91
+    # 0.93 as measured over eight families (0.914 before overfitting's steady-climb shape found the
+    # seqcls family's 7 % climb without the mlp fold lowering min_rise to do it).
+    assert folds["pooled_macro_f1"] >= 0.92
     wrong, healthy = folds["pooled_healthy_flagged"]
-    # 2 of 86 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
-    # batch-4 run, and overfitting on mlp_onecycle under the mlp fold's thresholds (min_rise chosen lower
-    # once the seqcls family's mild overfitting run was among the others). The cnn fold's three sane
+    # 1 of 86 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
+    # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
+    # catch seqcls' climb; the steady-climb shape now catches that without it.) The cnn fold's three sane
     # twins, which sit at chance before a late fall of ~75 %, are spared by back_loaded_max_improvement
     # 0.65; that default was chosen after seeing them and their fold takes it on a tie, so for it the
     # fold is not held out.
-    assert healthy >= 86 and wrong <= 2
+    assert healthy >= 86 and wrong <= 1
 
 
 def test_eight_architecture_families_and_each_seed_cause_in_two_of_them(folds):

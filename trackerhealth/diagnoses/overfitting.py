@@ -8,7 +8,11 @@ val/train ratio grew to at least ``min_ratio`` (val worse than train, the gap wi
 living run is judged: up to the first NaN/Inf, without a final val blow-up (divergence: final
 points above ``val_blowup`` × the earlier median). At each evaluation the val/train ratio is
 computed against the training loss logged since the previous evaluation; the finding is critical
-when that ratio ends above ``ratio_critical`` (2.0 in the seed) and is still rising. Per-layer
+when that ratio ends above ``ratio_critical`` (2.0 in the seed) and is still rising. A smaller rise
+(at least ``climb_min_rise``) also counts when it is a steady climb — the val points after the minimum
+rank-correlate with time at Kendall's tau ≥ ``climb_min_tau`` over ``climb_min_points`` evaluations —
+in a run that has memorised its training set (val/train ratio ≥ ``climb_min_ratio``): noise does not
+climb in order for that long. Per-layer
 weight norms, when logged, are reported: late layers' norms swelling after the val minimum is the
 seed's strongest overfitting signal. A run that stops a few evaluations after its best (early
 stopping) does not reach these thresholds.
@@ -66,6 +70,10 @@ class Thresholds:
     smooth_window: int = knob(3, "points of the rolling median that lightly smooths the val loss")
     min_smooth_points: int = knob(5, "val points needed before the val loss is smoothed")
     end_points: int = knob(3, "last evaluations whose median is the end level (val, train and ratio)")
+    climb_min_rise: float = knob(0.05, "a smaller rise than min_rise counts when it is a steady climb in a memorised run")
+    climb_min_tau: float = knob(0.8, "Kendall's tau of the val points after the minimum against time that makes a climb steady")
+    climb_min_points: int = knob(8, "evaluations after the val minimum a steady climb needs")
+    climb_min_ratio: float = knob(10.0, "val/train ratio at the end that says the training set is memorised")
 
 
 def _train_at(train_steps, train_values, val_steps):
@@ -120,8 +128,12 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     ratio_best = float(ratio[best]) if np.isfinite(ratio[best]) else float("nan")
     gap_growing = ratio_end >= thresholds.min_ratio and not (ratio_end <= ratio_best)
 
-    overfit = (rise >= thresholds.min_rise and points_after >= thresholds.min_rise_points
-               and steps_after >= need_steps and train_drop >= thresholds.min_train_drop and gap_growing)
+    long_enough = points_after >= thresholds.min_rise_points and steps_after >= need_steps
+    trained_on = train_drop >= thresholds.min_train_drop and gap_growing
+    climb_tau = _climb_tau(val.values[best:]) if points_after >= thresholds.climb_min_points else float("nan")
+    steady_climb = (rise >= thresholds.climb_min_rise and climb_tau >= thresholds.climb_min_tau
+                    and ratio_end >= thresholds.climb_min_ratio)
+    overfit = long_enough and trained_on and (rise >= thresholds.min_rise or steady_climb)
     if not overfit:
         return c.ok(_SELF, f"{vkey} ends {c.fmt(100 * rise)}% above its best ({c.fmt(best_val)} at step {c.fmt_step(val.steps[best])})")
 
@@ -129,6 +141,12 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     evidence = [
         Evidence(vkey, rise, thresholds.min_rise, float(val.steps[best]), float(val.steps[-1]), "val_loss_rise",
                  f"best {c.fmt(best_val)} at step {c.fmt_step(val.steps[best])}, {c.fmt(end_val)} at the end ({points_after} evaluations later)"),
+    ]
+    if rise < thresholds.min_rise:
+        evidence.append(Evidence(vkey, climb_tau, thresholds.climb_min_tau, float(val.steps[best]), float(val.steps[-1]), "val_loss_steady_climb",
+                                 f"a small rise, but steady: Kendall's tau {c.fmt(climb_tau)} over the {points_after} evaluations after the minimum, "
+                                 f"with the val loss {c.fmt(ratio_end)}x the train loss (the training set is memorised)"))
+    evidence += [
         Evidence(tkey, train_end, train_best, float(val.steps[best]), float(val.steps[-1]), "train_loss_keeps_falling",
                  f"train loss {c.fmt(train_best)} at the val minimum, {c.fmt(train_end)} at the end"),
         Evidence(f"{vkey} / {tkey}", ratio_end, thresholds.ratio_critical, float(val.steps[best]), float(val.steps[-1]),
@@ -145,6 +163,15 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     message = (f"{vkey} rose {c.fmt(100 * rise)}% from its best {c.fmt(best_val)} (step {c.fmt_step(val.steps[best])}) to {c.fmt(end_val)} "
                f"while {tkey} went {c.fmt(train_best)} → {c.fmt(train_end)}; val/train ratio now {c.fmt(ratio_end)}.")
     return c.problem(_SELF, critical, message, RECOMMENDATION, evidence)
+
+
+def _climb_tau(values: np.ndarray) -> float:
+    """Kendall's tau of the val points after the minimum against their order: 1.0 is a climb with no step back."""
+    from scipy.stats import kendalltau  # imported here: scipy.stats costs most of a second to load
+
+    if len(values) < 3 or np.ptp(values) == 0:
+        return float("nan")
+    return float(kendalltau(np.arange(len(values)), values).statistic)
 
 
 def _first_nonfinite_step(history: RoleView) -> float:
