@@ -7,7 +7,8 @@
 - a fall that crawls at a constant rate and is still falling is ``slow-convergence`` (``back_loaded_fall``);
   a loss that bends early is not;
 - a NaN gradient norm under a finite loss (HF filters NaN losses from its log) is a ``nonfinite`` warning;
-- a val loss that climbs a few percent in order while the training set is memorised is ``overfitting``.
+- a val loss that climbs a few percent in order while the training set is memorised is ``overfitting``;
+- a task that never moved beside a term that began orders of magnitude above it is ``task-imbalance``.
 """
 
 import dataclasses
@@ -422,3 +423,13 @@ def test_a_small_steady_climb_in_a_memorised_run_is_overfitting_and_a_noisy_one_
     assert finding.is_problem and "val_loss_steady_climb" in [e.code for e in finding.evidence], finding.message
     for name in ("seqcls_twin_overfit_reg", "mlp_onecycle"):
         assert not _torch_run(name).finding("overfitting").is_problem, name
+
+
+def test_a_task_that_never_moved_beside_a_term_that_began_orders_of_magnitude_larger_is_task_imbalance():
+    # multitask_digits_imbalance_ink_div10: ink in units of 10 pixels (MSE ~1,000 at the start, 430x the
+    # digit cross-entropy) summed with it. The ink term falls to ~8 (80 % of the total, under the 90 %
+    # dominance share); the cross-entropy stays at ln 10 from first step to last. The twin with a
+    # standardised target learns the digits (its cross-entropy falls 84 %).
+    finding = _torch_run("multitask_digits_imbalance_ink_div10").finding("task-imbalance")
+    assert finding.is_problem and "swamped_from_start" in [e.code for e in finding.evidence], finding.message
+    assert not _torch_run("multitask_digits_twin_sgd_clip").finding("task-imbalance").is_problem

@@ -64,7 +64,7 @@ FLOORS = {
     "vanishing-gradients": (1.0, 0.8),
     "loss-oscillation": (0.9, 0.9),
     "slow-convergence": (0.9, 0.8),
-    "task-imbalance": (1.0, 0.75),
+    "task-imbalance": (1.0, 1.0),
 }
 
 
@@ -72,9 +72,9 @@ def test_pooled_held_out_floors_as_measured(folds):
     pooled = folds["pooled_held_out"]
     for diag_id, (precision, recall) in FLOORS.items():
         assert pooled[diag_id]["precision"] >= precision and pooled[diag_id]["recall"] >= recall, (diag_id, pooled[diag_id])
-    # 0.93 as measured over eight families (0.914 before overfitting's steady-climb shape found the
-    # seqcls family's 7 % climb without the mlp fold lowering min_rise to do it).
-    assert folds["pooled_macro_f1"] >= 0.92
+    # 0.95 as measured over eight families (0.914 before overfitting's steady-climb shape found the
+    # seqcls family's 7 % climb and task-imbalance the never-moving task beside a term that began 430x it).
+    assert folds["pooled_macro_f1"] >= 0.94
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 86 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to

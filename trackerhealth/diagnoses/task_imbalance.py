@@ -11,7 +11,11 @@ dominant one outweighs by orders of magnitude (``swamp_ratio`` × its level or m
 regression target in grams or pixels summed with a cross-entropy) is not being trained either when it
 fell by less than ``lag_ratio`` of what the dominant term fell, both measured as log-ratios of start to
 end (evidence ``lagging_task_loss``): its gradient is a rounding error beside the other's, so what it
-learns comes by chance through the shared layers.
+learns comes by chance through the shared layers. A term that never moved from its start (changed
+by less than ``flat_change`` either way) beside one that began ``swamp_ratio`` × its level or more is
+the same fault even when the big term has since fallen to a smaller share (over ``swamped_min_share``:
+still the larger part): its gradient was a rounding error while the shared layers formed (evidence
+``swamped_from_start``).
 
 **Why it matters.** The optimizer follows the dominant term's gradient; the flat task is not being
 trained, whatever its weight in the report.
@@ -66,13 +70,14 @@ class Thresholds:
     swamp_ratio: float = knob(30.0, "a dominant term this many times another task's level swamps that task's gradient (orders of magnitude)")
     lag_ratio: float = knob(0.25, "a swamped task whose loss fell by less than this share of the dominant term's fall (log-ratios) is not being trained")
     min_dominant_fall: float = knob(0.69, "the dominant term must have fallen at least this log-ratio (0.69: halved) for a lag to mean anything")
+    swamped_min_share: float = knob(0.5, "a term that began swamp_ratio x a never-moving task's level dominates while it holds more than this share")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
     tasks = history.group("task_losses")
     if len(tasks) < 2:
         return c.skipped(_SELF, "fewer than two per-task losses logged (e.g. loss/<task>)")
-    levels, changes, falls, names, spans = [], [], [], [], []
+    levels, heads, overall, changes, falls, names, spans = [], [], [], [], [], [], []
     for label, key, s in tasks:
         f = c.until_first_nonfinite(s).finite()
         if len(f) < thresholds.min_points:
@@ -81,9 +86,11 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         tail = v[int(len(v) * (1 - thresholds.tail)):]
         levels.append(abs(float(np.median(tail))))
         head, end = stats.head_tail(v, thresholds.change_head_share, thresholds.change_tail_share)
+        heads.append(abs(head))
         # Signed: how far the task's loss FELL. One that rose while another term dominates is not being
         # trained either (worse than flat), so it counts as flat, not as a task that moved.
         change = (head - end) / (abs(head) or 1e-12)  # 1e-12: a numeric guard against a zero start
+        overall.append(change)
         if len(tail) >= thresholds.min_points:
             # A task whose loss fell in the first epochs (from a blown-up start, or its easy part) and
             # then stopped while the other term went on falling is not being trained either. Over the
@@ -104,7 +111,12 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     top = int(np.argmax(shares))
     flat = [i for i in range(len(levels)) if i != top and changes[i] < thresholds.flat_change]
     lagging = [i for i in _swamped(levels, falls, top, thresholds) if i not in flat]
-    if shares[top] <= thresholds.dominant_share or not (flat or lagging):
+    # A task that never moved beside a term that began orders of magnitude above it: swamped from the
+    # first step, even though the big term has fallen since (a rise is not "never moved": something trains it).
+    never_moved = [i for i in flat if abs(overall[i]) < thresholds.flat_change and heads[i] > 0
+                   and heads[top] >= thresholds.swamp_ratio * heads[i]]
+    dominates = shares[top] > thresholds.dominant_share or (never_moved and shares[top] > thresholds.swamped_min_share)
+    if not dominates or not (flat or lagging):
         return c.ok(_SELF, f"largest task share {c.fmt(100 * shares[top])}% ({names[top][0]}); "
                            f"{'no' if not flat else len(flat)} flat task(s)")
     evidence = [Evidence(names[top][1], float(shares[top]), thresholds.dominant_share, *spans[top], "dominant_task_share",
@@ -112,6 +124,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     for i in flat:
         evidence.append(Evidence(names[i][1], float(changes[i]), thresholds.flat_change, *spans[i], "flat_task_loss",
                                  "relative change of this task's loss from start to end, or over the last part of the run when smaller"))
+    for i in never_moved:
+        evidence.append(Evidence(names[i][1], heads[top] / heads[i], thresholds.swamp_ratio, *spans[i], "swamped_from_start",
+                                 f"{names[top][1]}'s starting level over this task's; this task never moved from its start"))
     for i in lagging:
         evidence.append(Evidence(names[i][1], falls[i] / falls[top], thresholds.lag_ratio, *spans[i], "lagging_task_loss",
                                  f"this task's fall over {names[top][1]}'s (log-ratios of start to end); "
@@ -122,6 +137,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         moved = f"rose by {c.fmt(-100 * least)}%" if least < 0 else f"fell by only {c.fmt(100 * least)}%"
         message = (f"{names[top][1]} is {c.fmt(100 * shares[top])}% of the total loss while {flat_names} "
                    f"{moved}: that task is not being trained.")
+        if never_moved and shares[top] <= thresholds.dominant_share:
+            i = never_moved[0]
+            message += (f" {names[top][1]} began at {c.fmt(heads[top] / heads[i])}x {names[i][1]}'s level: "
+                        "its gradient swamped that task's from the first step.")
     else:
         i = lagging[0]
         message = (f"{names[top][1]} is {c.fmt(levels[top] / levels[i])}x {names[i][1]}'s level and fell to "
