@@ -169,7 +169,7 @@ def _climb_tau(values: np.ndarray) -> float:
     """Kendall's tau of the val points after the minimum against their order: 1.0 is a climb with no step back."""
     from scipy.stats import kendalltau  # imported here: scipy.stats costs most of a second to load
 
-    if len(values) < 3 or np.ptp(values) == 0:
+    if np.ptp(values) == 0:  # a constant series has no order; kendalltau would warn and give NaN
         return float("nan")
     return float(kendalltau(np.arange(len(values)), values).statistic)
 
