@@ -50,7 +50,7 @@ needs_more = pytest.mark.skipif(not MORE.is_dir(), reason="the restored public l
 @needs_more
 def test_the_labelled_public_logs_score_what_the_readme_reports():
     cases, missing = public_logs.cases("public")
-    assert not missing and len(cases) >= 127
+    assert not missing and len(cases) >= 141
     # issue #12's target for labelled public logs is 0.8, and this set is below it: measured 0.69 over 112 scored
     # logs (0.67 strict). Not a held-out figure: rules and readers were changed after reading misses of this set
     # (P02-v20, P10, P09-v5, P30-v0, P36, P43, P45, and batch 5's printed logs and P70). The held-out ones, each
@@ -64,7 +64,9 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # most of that 0.11 is the average's arithmetic, not ten more logs read right. Batch 8 (P93-P105, 15
     # scored logs) was then scored once: 0.67 (0.35 strict), 0 of 9 healthy flagged; all 127 at 0.79. Then
     # slow-convergence stopped calling a loss that needs 200+ runs to halve slow (P94-a, a classifier
-    # pinned at ln 10, seen in batch 8): 0.80 (0.78 strict), 1 of 68 healthy flagged.
+    # pinned at ln 10, seen in batch 8): 0.80 (0.78 strict), 1 of 68 healthy flagged. Batch 9 (P106-P117,
+    # 14 logs, only loss-oscillation, overfitting and nonfinite labelled) was scored once with bae592a:
+    # 1.00, 0 of 8 healthy flagged; all 141 at 0.81 (0.79 strict), 1 of 76.
     assert macro_f1(cases) >= 0.80
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 59 and wrong <= 1
+    assert healthy >= 76 and wrong <= 1
