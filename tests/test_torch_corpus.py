@@ -60,7 +60,7 @@ FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 1.0),
     "nonfinite": (1.0, 1.0),
-    "overfitting": (1.0, 0.75),
+    "overfitting": (1.0, 0.85),
     "vanishing-gradients": (1.0, 0.8),
     "loss-oscillation": (0.9, 0.8),
     "slow-convergence": (0.9, 0.8),
@@ -77,7 +77,9 @@ def test_pooled_held_out_floors_as_measured(folds):
     # it; 0.951 over eight after). The ninth, resnet (BatchNorm), was built blind and scored once: 0.71,
     # 0 of 6 healthy flagged; its batch-2 and SGD LR-too-high runs, bouncing at ln 10 after an early
     # rise, and its overfitting run, whose train loss was already ~0 at the val minimum, were missed.
-    assert folds["pooled_macro_f1"] >= 0.94
+    # Then overfitting no longer asks a memorised run's train loss to keep falling (written after seeing
+    # that run, so not held out): 0.953, resnet 0.86.
+    assert folds["pooled_macro_f1"] >= 0.95
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 92 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to

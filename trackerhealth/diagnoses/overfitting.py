@@ -12,7 +12,9 @@ when that ratio ends above ``ratio_critical`` (2.0 in the seed) and is still ris
 (at least ``climb_min_rise``) also counts when it is a steady climb — the val points after the minimum
 rank-correlate with time at Kendall's tau ≥ ``climb_min_tau`` over ``climb_min_points`` evaluations —
 in a run that has memorised its training set (val/train ratio ≥ ``climb_min_ratio``): noise does not
-climb in order for that long. Per-layer
+climb in order for that long. A run whose val loss was already ``climb_min_ratio`` × its train loss at
+the val minimum had memorised its training set: its train loss has nowhere left to fall, so there it
+need only not rise by more than ``min_train_drop``. Per-layer
 weight norms, when logged, are reported: late layers' norms swelling after the val minimum is the
 seed's strongest overfitting signal. A run that stops a few evaluations after its best (early
 stopping) does not reach these thresholds.
@@ -131,7 +133,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     gap_growing = ratio_end >= thresholds.min_ratio and not (ratio_end <= ratio_best)
 
     long_enough = points_after >= thresholds.min_rise_points and steps_after >= need_steps
-    trained_on = train_drop >= thresholds.min_train_drop and gap_growing
+    # A run whose val loss was already climb_min_ratio x its train loss at the val minimum had memorised
+    # its training set: its train loss has nowhere left to fall, so it need not keep falling.
+    memorised = np.isfinite(ratio_best) and ratio_best >= thresholds.climb_min_ratio and train_end <= train_best * (1 + thresholds.min_train_drop)
+    trained_on = (train_drop >= thresholds.min_train_drop or memorised) and gap_growing
     climb_tau = _climb_tau(val.values[best:]) if points_after >= thresholds.climb_min_points else float("nan")
     steady_climb = (rise >= thresholds.climb_min_rise and climb_tau >= thresholds.climb_min_tau
                     and ratio_end >= thresholds.climb_min_ratio)
