@@ -87,3 +87,27 @@ def test_a_missing_dimension_says_why_instead_of_inventing_a_number():
     report = analyze(_history("slow_unnormalized_features"))
     res = next(d for d in report.dimensions if d.name == "resource_efficiency")
     assert res.score is None and "GPU" in res.reason
+
+
+def _noisy_loss(first_steps, level, n=400, seed=0):
+    """A per-step loss that starts with ``first_steps`` and then bounces by ~4 % about ``level``."""
+    rng = np.random.default_rng(seed)
+    rest = level * (1 + 0.04 * rng.standard_normal(n - len(first_steps)))
+    values = np.concatenate([first_steps, rest])
+    return RunHistory.from_series(RunRef("files", "p", "r"), {"train/loss": (np.arange(1, n + 1), values)})
+
+
+def test_a_loss_that_rose_in_its_first_steps_and_came_back_to_its_first_value_never_learned():
+    # The held-out resnet family's batch-2 run: 2.28 at step 1, up to 5.6 within a few steps, then
+    # bouncing at 2.33 (ln 10) to the end. Measured from its early median it "fell" ~10 %.
+    history = _noisy_loss([2.28, 2.51, 2.69, 5.6, 5.15, 1.52, 2.08, 4.0], 2.33)
+    finding = analyze(history).finding("loss-oscillation")
+    assert finding.is_problem and finding.evidence[0].code == "no_learning", finding
+
+
+def test_a_lucky_low_first_minibatch_does_not_make_a_learning_run_flat():
+    # The first point is one minibatch: a run that fell a third below its early median has learned,
+    # whatever that first value was.
+    history = _noisy_loss([1.8, 2.3, 2.3, 2.3, 2.3, 2.3, 2.3, 2.3], 1.5)
+    finding = analyze(history).finding("loss-oscillation")
+    assert not finding.is_problem, finding

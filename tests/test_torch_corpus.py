@@ -62,7 +62,7 @@ FLOORS = {
     "nonfinite": (1.0, 1.0),
     "overfitting": (1.0, 0.85),
     "vanishing-gradients": (1.0, 0.8),
-    "loss-oscillation": (0.9, 0.8),
+    "loss-oscillation": (0.95, 0.9),
     "slow-convergence": (0.9, 0.8),
     "task-imbalance": (1.0, 1.0),
 }
@@ -78,8 +78,10 @@ def test_pooled_held_out_floors_as_measured(folds):
     # 0 of 6 healthy flagged; its batch-2 and SGD LR-too-high runs, bouncing at ln 10 after an early
     # rise, and its overfitting run, whose train loss was already ~0 at the val minimum, were missed.
     # Then overfitting no longer asks a memorised run's train loss to keep falling (written after seeing
-    # that run, so not held out): 0.953, resnet 0.86.
-    assert folds["pooled_macro_f1"] >= 0.95
+    # that run, so not held out): 0.953, resnet 0.86. Then the never-learned rule also measures a loss
+    # from its very first point when it rose over its first steps and came back (written after seeing the
+    # resnet pair, so not held out for resnet): 0.96, resnet 1.00, loss-oscillation recall 0.83 -> 0.92.
+    assert folds["pooled_macro_f1"] >= 0.958
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 92 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
