@@ -124,6 +124,22 @@ def test_the_slow_run_is_found_against_its_group_and_not_alone():
     assert reports["lr-too-low"].group["size"] == 4
 
 
+def test_a_run_that_rose_at_once_and_bounces_at_its_first_level_never_learned_rather_than_slow():
+    # The held-out resnet family's SGD run at an LR far too high: 2.37 at step 1, up to ~4 over its
+    # first steps, then bouncing about 2.3 with dips below it. Its first bin's median (the rise) is no
+    # start, and the lowest it dipped is not where it ended: against its group it never learned.
+    rng = np.random.default_rng(5)
+    loss = 2.33 * (1 + 0.04 * rng.standard_normal(len(STEPS)))
+    loss[:20] = [2.37, 3.8, 4.9, 3.5, 2.8, 4.4, 4.0, 4.6, 3.9, 4.2, 4.8, 3.6, 4.1, 4.4, 3.7, 4.5, 4.3, 3.9, 4.6, 4.0]
+    loss[300:340] *= 0.9  # a dip below its first level, then back
+    team = _team()[:3] + [_history("lr-too-high", loss)]
+    reports = _by_name(analyze_groups(team, None, lambda h: group_key(dict(h.ref.config), ["model", "data"])))
+    report = reports["lr-too-high"]
+    assert report.finding("slow-convergence").level == OK
+    never = report.finding("loss-oscillation")
+    assert never.is_problem and never.evidence[0].code == "no_learning", never
+
+
 def test_a_run_an_order_of_magnitude_worse_at_the_end_is_a_baseline_regression_when_nothing_else_explains_it():
     # Falls as fast as its siblings, then sits on a plateau ten times higher (a broken data pipeline).
     team = _team()[:3] + [_history("plateau", _decay(40, floor=0.6, seed=5))]

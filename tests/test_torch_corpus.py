@@ -62,8 +62,8 @@ FLOORS = {
     "nonfinite": (1.0, 1.0),
     "overfitting": (1.0, 0.85),
     "vanishing-gradients": (1.0, 0.8),
-    "loss-oscillation": (0.95, 0.9),
-    "slow-convergence": (0.9, 0.8),
+    "loss-oscillation": (0.95, 0.88),
+    "slow-convergence": (0.9, 0.75),
     "task-imbalance": (1.0, 1.0),
 }
 
@@ -81,19 +81,24 @@ def test_pooled_held_out_floors_as_measured(folds):
     # that run, so not held out): 0.953, resnet 0.86. Then the never-learned rule also measures a loss
     # from its very first point when it rose over its first steps and came back (written after seeing the
     # resnet pair, so not held out for resnet): 0.96, resnet 1.00, loss-oscillation recall 0.83 -> 0.92.
-    assert folds["pooled_macro_f1"] >= 0.958
+    # The tenth, vit (a pre-LayerNorm ViT with AdamW, warm-up + cosine), was built blind after that and
+    # scored once: 0.83, 0 of 13 healthy flagged; missed its Adam-eps-1 and LR-1e-5 runs (a warm-up +
+    # cosine curve that bends and flattens at 1.6-1.8 as the LR anneals: slow only against the twin or
+    # the group) and AdamW at lr 1.0 (blown up to 45 after warm-up, then flat at ln 10: "fell" 89 % from
+    # the blow-up). Pooled over ten: 0.953, 1 of 105.
+    assert folds["pooled_macro_f1"] >= 0.95
     wrong, healthy = folds["pooled_healthy_flagged"]
-    # 1 of 92 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
+    # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
     # catch seqcls' climb; the steady-climb shape now catches that without it.) The cnn fold's three sane
     # twins, which sit at chance before a late fall of ~75 %, are spared by back_loaded_max_improvement
     # 0.65; that default was chosen after seeing them and their fold takes it on a tie, so for it the
     # fold is not held out.
-    assert healthy >= 92 and wrong <= 1
+    assert healthy >= 105 and wrong <= 1
 
 
-def test_nine_architecture_families_and_each_seed_cause_in_two_of_them(folds):
-    assert len(folds["families"]) >= 9
+def test_ten_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 10
     coverage = folds["cause_coverage"]
     # Measured gaps: no confirmed "one oversized batch" run, and gradient explosion as its own cause
     # only in the regression family (elsewhere it is an LR spike or an LR too high, which cover it).
@@ -133,14 +138,16 @@ def test_the_recorded_grouped_figures_are_what_the_code_measures(grouped):
 def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_stays_above_the_target(grouped):
     # The shipped defaults were set with this corpus in view; each family analysed with its group and
     # the single-run thresholds its fold chose on the other families is the fairer figure: precision
-    # 0.90 as measured over nine families, recall 1.00; 3 of 92 healthy runs with a wrong finding. The
+    # 0.89 as measured over ten families, recall 1.00; 3 of 105 healthy runs with a wrong finding. The
     # false alarms are the resnet family's (scored once, held out): its label-noise run, whose train loss
     # plateaus high, is slow against the clean baseline, and its batch-4 run ends above its baseline
-    # (baseline-regression), as does the multitask family's.
+    # (baseline-regression), as does the multitask family's. The other slow false alarm is the vit
+    # family's AdamW at lr 1 (blind, held out): blown up after warm-up, then flat at ln 10, below its
+    # first point (3.3), so neither never-learned nor spared by the group rule.
     slow = grouped["grouped_held_out"]["slow-convergence"]
-    assert slow["precision"] >= 0.9 and slow["recall"] >= 0.9, slow
+    assert slow["precision"] >= 0.89 and slow["recall"] >= 0.9, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 3 and total >= 92 and bad / total <= 0.05
+    assert bad <= 3 and total >= 105 and bad / total <= 0.05
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -150,15 +157,17 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     # corpus: README "Compare runs"). Alone, rnn_lr_too_low is found since back_loaded went to 0.25
     # with its first-tenth gate; the group is what finds the slow runs one curve cannot.
     assert slow["recall"] >= 0.9 > alone["recall"]
-    # Precision 0.90 grouped against 0.92 alone since the resnet family: its label-noise run and its
-    # bouncing SGD run are slow against the clean baseline (held-out false alarms of the group rule).
-    assert slow["precision"] >= 0.9
+    # Precision 0.89 grouped against 0.92 alone: the resnet label-noise run and the vit AdamW-lr-1 run are
+    # slow against the clean baseline (held-out false alarms of the group rule). The resnet SGD run bouncing
+    # at its first level was a third until the group rule measured a run's fall from its first point when
+    # it blew up at once, and to where it ended rather than the lowest it dipped.
+    assert slow["precision"] >= 0.89
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 3 and total >= 92  # 3 of 92 (1 alone, another run): see the test above
-    # Macro-F1 falls (0.94 alone, 0.85 grouped): baseline-regression's two false alarms, healthy batch-4
+    assert bad <= 3 and total >= 105  # 3 of 105 (1 alone, another run): see the test above
+    # Macro-F1 falls (0.95 alone, 0.86 grouped): baseline-regression's two false alarms, healthy batch-4
     # runs that end far above their baseline's loss, make its row an F1 of 0.
-    assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.84
+    assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.86
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():

@@ -169,6 +169,36 @@ def lr_spike(at: int, factor: float):
 
 # The optimizer, LR schedule and "init far too small" that the text and sequence families share (the
 # transformer family keeps its own optimizer default, AdamW, and adds two schedules of its own).
+# Shared by the image families (resnet, vit): an 8x8 digit batch stream's corrupt record and early stop.
+def corrupt_nan_at(step: int):
+    """One pixel of one image (N, 1, 8, 8) in the batch at ``step`` is NaN (a corrupt record); no other batch is touched."""
+    def wrap(base, per_epoch):
+        def batches(epoch):
+            for i, (x, y) in enumerate(base(epoch)):
+                if epoch * per_epoch + i + 1 == step:
+                    x = x.clone()
+                    x[0, 0, 3, 3] = float("nan")
+                yield x, y
+        return batches
+    wrap.label = f"NaN pixel in one image at step {step}"
+    return wrap
+
+
+def early_stopping(batches, val_fn, patience: int):
+    """Stop the batch stream once the val loss has not improved for ``patience`` epochs (checked at each epoch start)."""
+    best = {"val": float("inf"), "bad": 0}
+
+    def stopping(epoch):
+        if epoch > 0 and best["bad"] < patience:
+            v = val_fn()
+            if v < best["val"] - 1e-4:
+                best.update(val=v, bad=0)
+            else:
+                best["bad"] += 1
+        return iter(()) if best["bad"] >= patience else batches(epoch)
+    return stopping
+
+
 def shrink_init(model: torch.nn.Module, init: str) -> torch.nn.Module:
     """``init`` "scaled:F" multiplies every weight by F (the seed's "init far too small"); else unchanged."""
     if init.startswith("scaled:"):

@@ -22,7 +22,8 @@ from torch import nn
 
 from . import truth
 from ._pipeline import loader_batches
-from .common import NAMES, fit, lr_spike, make_optimizer, make_scheduler, minibatches, seed_all, shrink_init
+from .common import (NAMES, corrupt_nan_at, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, minibatches,
+                     seed_all, shrink_init)
 from .sinks import open_run
 
 FAMILY = "resnet"
@@ -126,35 +127,6 @@ def shift_augment(batches, seed: int, background: float):
             dy, dx = torch.randint(0, 3, (n,), generator=g).tolist(), torch.randint(0, 3, (n,), generator=g).tolist()
             yield torch.stack([padded[i, :, dy[i]:dy[i] + 8, dx[i]:dx[i] + 8] for i in range(n)]), y
     return augmented
-
-
-def corrupt_nan_at(step: int):
-    """One pixel of one image in the batch at ``step`` is NaN (a corrupt record); no other batch is touched."""
-    def wrap(base, per_epoch):
-        def batches(epoch):
-            for i, (x, y) in enumerate(base(epoch)):
-                if epoch * per_epoch + i + 1 == step:
-                    x = x.clone()
-                    x[0, 0, 3, 3] = float("nan")
-                yield x, y
-        return batches
-    wrap.label = f"NaN pixel in one image at step {step}"
-    return wrap
-
-
-def early_stopping(batches, val_fn, patience: int):
-    """Stop the batch stream once the val loss has not improved for ``patience`` epochs (checked at each epoch start)."""
-    best = {"val": float("inf"), "bad": 0}
-
-    def stopping(epoch):
-        if epoch > 0 and best["bad"] < patience:
-            v = val_fn()
-            if v < best["val"] - 1e-4:
-                best.update(val=v, bad=0)
-            else:
-                best["bad"] += 1
-        return iter(()) if best["bad"] >= patience else batches(epoch)
-    return stopping
 
 
 class _Runs:

@@ -31,8 +31,8 @@ steps — or that long without reaching it — is slow (counted in samples when 
 batch size and they differ: a batch-4 step sees an eighth of a batch-32 step's data) (evidence ``slower_than_baseline``, and
 ``wall_time_vs_baseline`` when both runs log wall time); sooner is not slow, whatever the shape
 rules above say, when the baseline is healthy on its own (keeping up with a baseline that has
-problems of its own vouches for nothing). A run that stopped before that many steps, fell less than ``baseline_min_fall`` of
-its start (never learned: loss-oscillation's case), swings, or starts more than ``comparable_start``
+problems of its own vouches for nothing). A run that stopped before that many steps, ended less than ``baseline_min_fall`` below
+its start (its first point when it blew up at once; never learned: loss-oscillation's case), swings, or starts more than ``comparable_start``
 times above or below the baseline's start (another scale) is judged by the rules above.
 
 **Why it matters.** Typical causes are an initialization that is too small (activations saturate),
@@ -195,7 +195,12 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
                            "not slow for this group")
     if r.ratio < thresholds.slower_than_baseline:
         return None  # not reached, but the run stopped before 4x the baseline's steps: too early to say
-    fell = (mine.start - mine.best) / mine.start if mine.start > 0 else 0.0
+    # From where it started (its first point when it blew up within its first bin, as the single-run
+    # rules take it) to where it ended, not the lowest it dipped: SGD at an LR far too high (held-out
+    # torch family resnet) rises in its first steps, then bounces at its very first level, dipping below
+    # it now and then, and never learned.
+    start = c.start_level(history.series("train_loss").values, mine.start, thresholds.early_rise)
+    fell = (start - mine.final) / start if start > 0 else 0.0
     if fell < thresholds.baseline_min_fall or not _calm(loss, thresholds):
         return None
     detail = (f"loss {c.fmt(r.level)}: the baseline {base.name} got there in {c.fmt_step(r.baseline_steps)} steps, this run "
