@@ -111,3 +111,24 @@ def test_a_lucky_low_first_minibatch_does_not_make_a_learning_run_flat():
     history = _noisy_loss([1.8, 2.3, 2.3, 2.3, 2.3, 2.3, 2.3, 2.3], 1.5)
     finding = analyze(history).finding("loss-oscillation")
     assert not finding.is_problem, finding
+
+
+def _logged_every_25(values):
+    steps = 25 * np.arange(1, len(values) + 1)
+    return RunHistory.from_series(RunRef("files", "p", "r"), {"loss": (steps, np.asarray(values, dtype=float))})
+
+
+def test_a_mild_early_overshoot_followed_by_a_steady_fall_is_not_stuck_but_swings_or_a_wreck_are():
+    # Public log P124: HF's first logged average (0.27) sits below the 0.57 that follows, then the loss falls
+    # steadily to 0.23. Measured from that first point it improved 14 % after an "overshoot" of 2x; its
+    # second half still falls significantly, so it is learning, not stuck.
+    rng = np.random.default_rng(3)
+    fall = np.linspace(0.57, 0.23, 79) * (1 + 0.03 * rng.standard_normal(79))
+    fall[5] = 0.975  # P124's step 150: 3.6x its first point
+    assert not analyze(_logged_every_25(np.concatenate([[0.27], fall]))).finding("loss-oscillation").is_problem
+    # The same trend through swings of ~50 % is no excuse, and neither is a fall that is recovery from a
+    # blow-up of 1,000x its start (the weights were thrown away).
+    swinging = np.concatenate([[0.27], fall * (1 + 0.6 * rng.standard_normal(79)).clip(0.2)])
+    assert analyze(_logged_every_25(swinging)).finding("loss-oscillation").is_problem
+    wrecked = np.concatenate([[0.27], [300.0, 200.0, 100.0], fall[3:]])
+    assert analyze(_logged_every_25(wrecked)).finding("loss-oscillation").is_problem

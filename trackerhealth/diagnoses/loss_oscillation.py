@@ -9,7 +9,9 @@ in the first ``early_share`` of the run it rose to ``blowup`` × its starting le
 half, the raw loss swings about its short moving level (median within-window MAD over the moving
 level, the seed's "raw loss fluctuation far above its short moving average") by more than
 ``fluctuation_ratio``. A run that is unstable and improved by less than ``max_improvement`` is
-flagged, and so is a run whose loss ends ``rise`` above where it started, and one that swings and ends
+flagged — unless its only instability was an early overshoot, below ``wreck`` × its start (two orders of
+magnitude: past that, the fall is recovery from the blow-up), and its second half still falls
+significantly (binned trend t ≤ −``stalled_t``) — and so is a run whose loss ends ``rise`` above where it started, and one that swings and ends
 its second half more than ``late_rise`` above where that half began, by at least ``late_rise_floor``
 of the starting level (evidence ``second_half_rise``: it learned, then threw it away). More shapes are this
 fault: a loss that bounces without falling — over the second half a short moving median
@@ -96,6 +98,7 @@ REAL_CASES = (
 class Thresholds:
     max_improvement: float = knob(0.45, "an unstable loss that improved less than this share is flagged (one that fell by nearly half is learning)")
     blowup: float = knob(3.0, "in the first early_share of the run, a loss this many times its start overshot")
+    wreck: float = knob(100.0, "an early overshoot this many times the start threw the weights away: a second half still falling after it is recovery, not progress")
     fluctuation_ratio: float = knob(0.3, "over the second half, swings about the moving level above this share of it are unstable")
     critical_ratio: float = knob(0.6, "critical when the swings exceed this share of the level")
     rise: float = knob(0.1, "a loss that ends this share above its start is rising (critical)")
@@ -198,7 +201,14 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # fell most of the way (bounce_max_improvement) or is smooth; one whose val rose is overfitting.
     stuck = _stuck(history, thresholds) if (stalled and ratio > thresholds.stuck_swing and
                                             thresholds.stuck_min_improvement <= improvement < thresholds.bounce_max_improvement) else None
-    flagged = rising or bouncing or late_rise or (unstable and improvement < thresholds.max_improvement)
+    # An unstable loss that improved little is stuck — unless its only instability was an early overshoot
+    # and its second half is still falling significantly: public log P124 (a Whisper fine-tune whose
+    # first logged average, 0.27, sits below the 0.57 that follows) and P62 fall steadily after a mild
+    # overshoot, their val loss with them. A loss that swings is not spared by a trend through its swings,
+    # and one that shot up ``wreck`` x its start has had its weights thrown away: its later fall is
+    # recovery from the blow-up (torch run mlp_lr_too_high_adam, 1,139x), and it is stuck all the same.
+    progressing = not stalled and ratio <= thresholds.fluctuation_ratio and overshoot < thresholds.wreck
+    flagged = rising or bouncing or late_rise or (unstable and improvement < thresholds.max_improvement and not progressing)
     relapse = _relapse(s, v, thresholds)
     if relapse is not None and not flagged:
         best, best_step, last, times = relapse
