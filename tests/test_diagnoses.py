@@ -89,10 +89,14 @@ def test_a_missing_dimension_says_why_instead_of_inventing_a_number():
     assert res.score is None and "GPU" in res.reason
 
 
-def _noisy_loss(first_steps, level, n=400, seed=0):
-    """A per-step loss that starts with ``first_steps`` and then bounces by ~4 % about ``level``."""
-    rng = np.random.default_rng(seed)
-    rest = level * (1 + 0.04 * rng.standard_normal(n - len(first_steps)))
+def _noisy_loss(first_steps, level, n=400):
+    """A per-step loss that starts with ``first_steps`` and then alternates 4 % either side of ``level``.
+
+    Alternating, not random: the never-learned rule's "second half still crawling" check compares the
+    median of the half's first few points with its end, and with random batch noise of 2-4 % those few
+    points alone move by a percent or more (a known weakness, see loss_oscillation's comment), which
+    would make this test about the noise draw rather than the first-point rule."""
+    rest = level * (1 + 0.04 * np.resize([1.0, -1.0], n - len(first_steps)))
     values = np.concatenate([first_steps, rest])
     return RunHistory.from_series(RunRef("files", "p", "r"), {"train/loss": (np.arange(1, n + 1), values)})
 
