@@ -136,3 +136,21 @@ def test_a_mild_early_overshoot_followed_by_a_steady_fall_is_not_stuck_but_swing
     assert analyze(_logged_every_25(swinging)).finding("loss-oscillation").is_problem
     wrecked = np.concatenate([[0.27], [300.0, 200.0, 100.0], fall[3:]])
     assert analyze(_logged_every_25(wrecked)).finding("loss-oscillation").is_problem
+
+
+def _crawl_with_val(val_values):
+    """A training loss crawling from 1.0 to 0.6 at a constant rate (a back-loaded fall), and a val loss."""
+    steps = np.arange(1, 301, dtype=float)
+    train = np.linspace(1.0, 0.6, 300) * (1 + 0.01 * np.resize([1.0, -1.0], 300))
+    every = steps[9::10]
+    return RunHistory.from_series(RunRef("files", "p", "r"), {"train/loss": (steps, train), "val/loss": (every, val_values)})
+
+
+def test_a_crawling_train_loss_is_slow_unless_its_val_loss_bent_early():
+    # Public log P124: a Whisper fine-tune whose eval loss covered half its fall in the first tenth of its
+    # evaluations and then flattened, while its train loss kept falling steadily: generalisation
+    # converged, and the train loss is fitting the training set, not crawling.
+    crawling_val = np.linspace(1.0, 0.62, 30)
+    bent_val = 0.6 + 0.4 * np.exp(-np.arange(30) / 1.5)
+    assert analyze(_crawl_with_val(crawling_val)).finding("slow-convergence").is_problem
+    assert not analyze(_crawl_with_val(bent_val)).finding("slow-convergence").is_problem

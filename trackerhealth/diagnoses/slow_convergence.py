@@ -17,7 +17,9 @@ never-learned rule names it, so this is ``ok``). A second shape is slow too
 (evidence ``back_loaded_fall``, a warning): a fall whose first half took at least ``back_loaded``
 of the run (a steady crawl that never bends, or a long plateau before a late drop, as a too-small
 init gives), still falling over the second half, calm (swings below ``max_swing`` of the level) and
-smaller than ``back_loaded_max_improvement`` of the start — after warm-up, and from the first logged
+smaller than ``back_loaded_max_improvement`` of the start, with no val loss that bent early (half of its
+fall within the first ``val_bent_early`` of its evaluations: generalisation converged, the train loss is fitting
+the training set) — after warm-up, and from the first logged
 level too (a loss that fell most of the way during its warm-up made its progress early), and only when the first
 tenth of the run (warm-up included) fell less than ``back_loaded_first_tenth`` of its first level: a too-low LR,
 a huge Adam epsilon or a tiny init slows a run from its first steps, where a model with a long learning horizon
@@ -94,6 +96,7 @@ class Thresholds:
     min_val_points: int = knob(5, "finite val-loss points needed to fit the val line")
     back_loaded: float = knob(0.25, "a fall whose first half took more than this share of the run is back-loaded: a healthy loss bends early")
     back_loaded_first_tenth: float = knob(0.05, "a back-loaded fall is slow only when the first tenth (warm-up included) fell less than this share of the first level: what makes a run slow slows it from the start")
+    val_bent_early: float = knob(0.15, "a back-loaded train loss is not slow when the val loss covered half of its fall within this share of its evaluations (generalisation converged early; the train loss is fitting the training set)")
     back_loaded_max_improvement: float = knob(0.65, "a back-loaded fall larger than this share of the start (two thirds) is real progress, late or not: not slow")
     max_swing: float = knob(0.2, "a back-loaded fall counts only when the second half swings by less than this share of its level (a bouncing loss is loss-oscillation)")
     swing_window: int = knob(5, "points of the short moving level those swings are measured about")
@@ -160,6 +163,21 @@ def _first_tenth_fall(history: RoleView, thresholds: Thresholds) -> float:
     _, level, start = _running_low(whole, thresholds)
     cut = max(1, int(np.ceil(thresholds.settle_share * len(level))) - 1)
     return (start - float(level[cut])) / start if start > 0 else 0.0
+
+
+def _val_bent_early(history: RoleView, death: float, thresholds: Thresholds) -> bool:
+    """The val loss (a fixed set: nearly noise-free) covered half of its fall within the first
+    ``val_bent_early`` of its evaluations: the model's generalisation converged early, and a training loss
+    still falling steadily after it is fitting the training set, not crawling (public log P124, a
+    Whisper fine-tune whose eval loss flattened at mid-run while its train loss kept falling)."""
+    val = history.series("val_loss")
+    if val is None:
+        return False
+    val = val.finite().between(-np.inf, death)
+    if len(val) < thresholds.min_val_points:
+        return False
+    share, fall = _half_fall_share(val, thresholds)
+    return fall > 0 and share < thresholds.val_bent_early
 
 
 def _calm(loss, thresholds: Thresholds) -> bool:
@@ -260,7 +278,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     small_fall = 0 < improvement < thresholds.max_improvement and (val_improvement is None or val_improvement < thresholds.max_improvement)
     # Both shapes are spared by a fast first tenth (each with its own bound); measured once, and only when asked.
     first_tenth = _first_tenth_fall(history, thresholds) if (back_shape or small_fall) else 0.0
-    back_loaded = back_shape and first_tenth < thresholds.back_loaded_first_tenth
+    back_loaded = back_shape and first_tenth < thresholds.back_loaded_first_tenth and not _val_bent_early(history, float(loss.steps[-1]), thresholds)
     small = small_fall and first_tenth < thresholds.fast_start
     train_falls = t_all <= -thresholds.min_t and t_tail <= -thresholds.min_t_tail
     val_falls = val_line is not None and val_line[1] <= -thresholds.min_val_t
