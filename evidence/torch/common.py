@@ -184,6 +184,35 @@ def corrupt_nan_at(step: int):
     return wrap
 
 
+def oversized_images_at(batch_index: int, scale: int = 2):
+    """The batch at ``batch_index`` of every epoch holds its images at ``scale`` times the resolution (bilinear),
+    as a shard exported at another size and never resized by the loader would (the seed's "one batch whose
+    image size is abnormal"). Models that pool globally accept it, so nothing fails; only the loss shows it.
+    Met at the same step every epoch when the loader does not shuffle."""
+    def wrap(base, per_epoch):
+        def batches(epoch):
+            for i, (x, y) in enumerate(base(epoch)):
+                if i == batch_index:
+                    x = torch.nn.functional.interpolate(x, scale_factor=scale, mode="bilinear", align_corners=False)
+                yield x, y
+        return batches
+    wrap.label = f"batch {batch_index} of every epoch at {scale}x the image size"
+    return wrap
+
+
+def long_sequences_at(batch_index: int, factor: int = 2):
+    """The batch at ``batch_index`` of every epoch holds sequences ``factor`` times as long (each step of a
+    (N, T, F) batch repeated ``factor`` times: scans at that many times the height, read row by row) — the seed's
+    "one batch whose sequence length is abnormal". A recurrent model reads any length, so nothing fails."""
+    def wrap(base, per_epoch):
+        def batches(epoch):
+            for i, (x, y) in enumerate(base(epoch)):
+                yield (x.repeat_interleave(factor, dim=1) if i == batch_index else x), y
+        return batches
+    wrap.label = f"batch {batch_index} of every epoch at {factor}x the sequence length"
+    return wrap
+
+
 def early_stopping(batches, val_fn, patience: int):
     """Stop the batch stream once the val loss has not improved for ``patience`` epochs (checked at each epoch start)."""
     best = {"val": float("inf"), "bad": 0}

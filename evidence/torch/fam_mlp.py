@@ -338,6 +338,16 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
               "Unclipped 6-layer net; a warm restart at step 120 multiplies the SGD lr by 1000: it explodes.",
               before_step=lr_spike(120, 1000.0))
 
+    # ---------------------------------------------------------------- gradient explosion without an LR spike
+    # (added after every threshold was set, to be scored once before any change informed by it): the same
+    # unclipped 6-layer net with its weights drawn N(0, 0.25^2), about twice He's scale; the twin clips the
+    # gradient norm at 1.0, the seed's prevention.
+    big = dict(six, init="normal", init_std=0.25)
+    if want("mlp_gradient_explosion_noclip", "mlp_twin_deep6_clipped"):
+        twin_run("mlp_twin_deep6_clipped", *C, dict(big, clip=1.0), "")
+        fault("mlp_gradient_explosion_noclip", "mlp_twin_deep6_clipped", *C, big, "gradient_explosion", ["nonfinite"], boom,
+              "Unclipped 6-layer ReLU net initialised N(0, 0.25^2) (twice He's scale), SGD lr 0.02: the gradient norm runs away.")
+
     # ---------------------------------------------------------------- vanishing gradients
     if want("mlp_vanishing_sigmoid20", "mlp_twin_relu20"):
         d20 = dict(depth=20, width=32, lr=3e-4, max_steps=240, log_every=2)
@@ -388,6 +398,7 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
         "mlp_twin_sgd": "SGD momentum 0.9 lr 0.02, batch 32, standardised features: the SGD twin.",
         "mlp_twin_shallow": "3-layer ReLU net, default init, SGD lr 0.05: the init-too-small twin.",
         "mlp_twin_deep6": "Unclipped 6-layer ReLU net, SGD lr 0.02 (L2 3e-2), no LR spike: the explosion twin.",
+        "mlp_twin_deep6_clipped": "The explosion run's settings with the gradient norm clipped at 1.0: its twin.",
         "mlp_twin_relu20": "20-layer ReLU net with He init: the vanishing-sigmoid twin.",
         "mlp_twin_relu25": "25-layer ReLU net with He init: the vanishing-tanh twin.",
         "mlp_twin_overfit_reg": "60 rows, 256-wide, Adam with L2 weight decay 0.05 and dropout 0.5: the overfitting twin.",

@@ -23,7 +23,7 @@ from torch import nn
 from . import truth
 from ._pipeline import loader_batches
 from .common import (NAMES, corrupt_nan_at, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, minibatches,
-                     seed_all, shrink_init)
+                     oversized_images_at, seed_all, shrink_init)
 from .sinks import open_run
 
 FAMILY = "resnet"
@@ -240,6 +240,25 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
         fault("resnet_bad_shard_noshuffle", "bad_shard_noshuffle", ["periodic-spikes"], {"shuffle": False}, spikes,
               "No shuffling; training rows 640..703 have wrong labels (digit + 5), met at batches 21-22 of every epoch.",
               style="parquet", twin_name="resnet_twin_noshuffle", bad_shard=(640, 704))
+
+    # One oversized batch: unshuffled, batch 30 of every epoch arrives at 16x16 instead of 8x8 (a shard exported at
+    # twice the resolution; global average pooling accepts it). Its twin is the same unshuffled run. Added after
+    # every threshold was set, to be scored once before any change informed by it.
+    big_index = 30
+    big_steps = [float(ep * per_epoch + big_index + 1) for ep in range(2, 10)
+                 if ep * per_epoch + big_index + 1 <= BASE["max_steps"]]
+    if want("resnet_oversized_images_noshuffle"):
+        if "resnet_twin_noshuffle" not in runs.taps:
+            twin_run("resnet_twin_noshuffle", "csv", {"shuffle": False},
+                     "Adam 1e-3, no shuffling, clean labels: the bad-shard run's twin.")
+
+        def big_spikes(tap, twin, *_):
+            ok, m = truth.confirm_spikes_at(tap, twin, key, big_steps)
+            return ok, {**m, "spike_steps": big_steps}
+
+        fault("resnet_oversized_images_noshuffle", "oversized_batch", ["periodic-spikes"], {"shuffle": False}, big_spikes,
+              "No shuffling; batch 30 of every epoch holds its 32 digits at 16x16 (twice the size the rest arrive at).",
+              style="wandb", twin_name="resnet_twin_noshuffle", corrupt=oversized_images_at(big_index))
 
     # Slow loader: the same DataLoader, each image taking 1 ms to arrive (network storage, no workers).
     if want("resnet_slow_loader", "resnet_twin_fast_loader"):

@@ -14,7 +14,8 @@ import torch
 from sklearn.datasets import load_digits
 
 from . import truth
-from .common import NAMES, fit, lr_spike, make_optimizer, make_scheduler, minibatches, seed_all, shrink_init
+from .common import (NAMES, fit, long_sequences_at, lr_spike, make_optimizer, make_scheduler, minibatches, seed_all,
+                     shrink_init)
 from .sinks import open_run
 
 FAMILY = "seqcls"
@@ -87,14 +88,18 @@ class _Runs:
     def __init__(self, root: Path):
         self.root, self.taps, self.entries = root, {}, []
 
-    def train(self, name: str, style: str, naming: str, cfg: dict, *, before_step=None, val_every: int = 20,
+    def train(self, name: str, style: str, naming: str, cfg: dict, *, before_step=None, corrupt=None, val_every: int = 20,
               log_every: int = 1):
         cfg = {**BASE, "seed": SEED, **cfg}
         xt, yt, xv, yv = digits(cfg["seed"], cfg["n_train"], cfg["label_noise"])
         model = _model(cfg)
         opt = make_optimizer(model.parameters(), cfg)
+        batches = minibatches(xt, yt, cfg["batch_size"], cfg["seed"], cfg["shuffle"])
+        if corrupt is not None:
+            batches = corrupt(batches, -(-len(xt) // cfg["batch_size"]))
+            cfg = {**cfg, "corruption": corrupt.label}
         log = open_run(style, self.root, name, cfg)
-        fit(model, minibatches(xt, yt, cfg["batch_size"], cfg["seed"], cfg["shuffle"]),
+        fit(model, batches,
             lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]), opt, log, epochs=10_000, naming=naming,
             scheduler=make_scheduler(opt, cfg), val_fn=_val_loss_fn(model, xv, yv), val_every=val_every,
             log_every=log_every, layer_grads=LAYERS, clip=cfg["clip"], before_step=before_step,
@@ -161,6 +166,24 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
               lambda tap: truth.confirm_overfitting(tap, runs.taps["seqcls_twin_overfit_reg"], key, val_key),
               "100 training digits, a 256-unit GRU, 600 steps, no regularisation.", style="mlflow",
               twin_name="seqcls_twin_overfit_reg")
+
+    # One batch with abnormal sequence length (added after every threshold was set, to be scored once before any
+    # change informed by it): unshuffled, batch 30 of every epoch holds its digits at twice the height, so the GRU
+    # reads 16 rows instead of 8. Its twin is the same unshuffled run.
+    per_epoch = -(-N_TRAIN // BASE["batch_size"])
+    long_steps = [float(ep * per_epoch + 31) for ep in range(2, 10) if ep * per_epoch + 31 <= BASE["max_steps"]]
+    if want("seqcls_long_sequences_noshuffle") or want("seqcls_twin_noshuffle"):
+        f, c = runs.train("seqcls_twin_noshuffle", "parquet", "wandb", {"shuffle": False})
+        runs.add("seqcls_twin_noshuffle", "parquet", f, c, faults=[], intended=[], cause="twin", twin=None, truth_measures={},
+                 description="GRU reading digit rows, Adam 3e-3, no shuffling: the long-sequence batch's twin.")
+
+        def long_spikes(tap):
+            ok, m = truth.confirm_spikes_at(tap, runs.taps["seqcls_twin_noshuffle"], key, long_steps)
+            return ok, {**m, "spike_steps": long_steps}
+
+        fault("seqcls_long_sequences_noshuffle", "oversized_batch", ["periodic-spikes"], {"shuffle": False}, long_spikes,
+              "No shuffling; batch 30 of every epoch holds its digits at twice the height: 16 rows to read instead of 8.",
+              style="mlflow", twin_name="seqcls_twin_noshuffle", corrupt=long_sequences_at(30))
 
     healthy = [
         ("seqcls_warmup_cosine", "csv", "plain", {"schedule": "warmup_cosine", "lr": 5e-3}, {}, "Warm-up then cosine decay."),

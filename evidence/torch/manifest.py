@@ -29,6 +29,14 @@ def write_fragment(family: str, entries: list[dict], folder: Path = FRAGMENTS) -
     return path
 
 
+def merge_fragment(family: str, entries: list[dict], folder: Path = FRAGMENTS) -> Path:
+    """Write ``entries`` into the family's fragment, replacing those of the same name and keeping the rest."""
+    path = folder / f"{family}.json"
+    kept = json.loads(path.read_text()) if path.exists() else []
+    fresh = {e["name"] for e in entries}
+    return write_fragment(family, [e for e in kept if e["name"] not in fresh] + entries, folder)
+
+
 def load(folder: Path = FRAGMENTS) -> list[dict]:
     """Every family's entries; names are unique across the corpus."""
     entries: list[dict] = []
