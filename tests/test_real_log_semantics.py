@@ -203,6 +203,19 @@ def test_a_term_that_fell_early_then_stopped_under_a_dominating_term_is_task_imb
     assert _report(loss=big + falling, loss_field=big, loss_port=falling).finding("task-imbalance").level == "ok"
 
 
+def test_a_loss_term_that_is_zero_at_every_step_is_no_task():
+    # Public log P132 (batch 11): a YOLO run whose training images carry no boxes logs train/box_loss and
+    # train/dfl_loss as exactly 0 at every epoch beside a falling cls loss. A term with no value carries no
+    # gradient: there is nothing to balance, so it is not a stalled task.
+    cls = 100 * np.exp(-T / 80) + 0.03 + _noise(6, 0.002)
+    zero = np.zeros(N)
+    assert _report(loss=cls, loss_cls=cls, loss_box=zero, loss_dfl=zero).finding("task-imbalance").level in ("ok", "skipped")
+    # A term that sits still at a level above zero beside the same dominating term is still a task not trained.
+    flat = np.full(N, 0.002) + _noise(7, 0.00001)
+    finding = _report(loss=cls + flat, loss_cls=cls, loss_box=flat).finding("task-imbalance")
+    assert finding.level in ("warning", "critical") and "loss_box" in finding.message, finding.message
+
+
 def test_a_task_swamped_by_a_term_orders_of_magnitude_larger_is_task_imbalance():
     # The torch corpus's cnn_imbalance_raw_ink shape: ink regressed in raw pixels (~1e5 at the start)
     # summed with a digit cross-entropy (~2.3). The ink term falls a thousandfold; the digit term, 78x

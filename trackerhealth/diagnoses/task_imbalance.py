@@ -17,6 +17,9 @@ the same fault even when the big term has since fallen to a smaller share (over 
 still the larger part): its gradient was a rounding error while the shared layers formed (evidence
 ``swamped_from_start``).
 
+A term that is exactly 0 at every step is no task (nothing reaches it: a detector's box loss when no
+training image has a box) and is left out.
+
 **Why it matters.** The optimizer follows the dominant term's gradient; the flat task is not being
 trained, whatever its weight in the report.
 """
@@ -85,6 +88,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         if len(f) < thresholds.min_points:
             continue
         v = f.values
+        if not np.any(v):
+            # A term that is exactly 0 at every step carries no gradient: nothing is there to balance (a
+            # detector's box loss when no image has a box, a disabled auxiliary head). It is no stalled task.
+            continue
         tail = v[int(len(v) * (1 - thresholds.tail)):]
         levels.append(abs(float(np.median(tail))))
         head, end = stats.head_tail(v, thresholds.change_head_share, thresholds.change_tail_share)
