@@ -80,8 +80,9 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # 41b8459's code: 0.40, 0 of 3 healthy flagged; P154's blow-up in its first two steps (1.4e6 -> 1.9e12,
     # before any learning) called loss-oscillation rather than nonfinite, and P156's bouncing loss (which
     # halved over the run) not flagged. Nothing was changed for it: all 181 at 0.797 (0.770 strict), 1 of 104,
-    # below the issue's 0.8.
-    assert not missing and len(cases) >= 181
-    assert macro_f1(cases) >= 0.79
+    # below the issue's 0.8. Batch 13 (P163-P171, 6 scored: 2 faults, 4 healthy; blind, by a helper) was
+    # scored once with 0571e3a's code: 1.00, 0 of 4 healthy flagged. All 187: 0.8025 (0.779 strict), 1 of 108.
+    assert not missing and len(cases) >= 187
+    assert macro_f1(cases) >= 0.80
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 104 and wrong <= 1
+    assert healthy >= 108 and wrong <= 1
