@@ -561,3 +561,21 @@ def test_an_epoch_column_with_a_row_per_batch_keeps_every_row(tmp_path):
     # One row per epoch (Keras' CSVLogger) is left as it is, without a note.
     keras = one(write(tmp_path / "keras.csv", "epoch,loss,val_loss\n0,2.0,2.1\n1,1.5,1.7\n2,1.2,1.5\n"))
     assert keras["loss"].steps.tolist() == [0, 1, 2] and not any("spread" in n for n in keras.notes)
+
+
+def test_trainings_appended_to_one_keras_csv_are_read_as_separate_runs(tmp_path):
+    # Public logs P166 and P167 (batch 13): Keras' CSVLogger(append=True) writes every new training under the
+    # last one, its epoch counting from 0 again: 19 and 4 trainings in one file. Read as one run, each epoch's
+    # rows from different trainings were spread over one timeline, and every restart looked like the loss
+    # jumping back to its start.
+    first = [f"{e},{2.0 - 0.1 * e:.2f},{2.1 - 0.1 * e:.2f}" for e in range(5)]
+    second = [f"{e},{1.0 - 0.1 * e:.2f},{1.2 - 0.1 * e:.2f}" for e in range(3)]
+    path = write(tmp_path / "training_log.csv", "\n".join(["epoch,loss,val_loss", *first, *second]) + "\n")
+    runs = read_histories(path)
+    assert len(runs) == 2 and runs[0].ref.id != runs[1].ref.id
+    assert runs[0]["loss"].steps.tolist() == [0, 1, 2, 3, 4] and runs[0]["loss"].values.tolist() == pytest.approx([2.0, 1.9, 1.8, 1.7, 1.6])
+    assert runs[1]["loss"].steps.tolist() == [0, 1, 2] and runs[1]["val_loss"].values.tolist() == pytest.approx([1.2, 1.1, 1.0])
+    assert any("starts over 1 time(s): read as 2 runs" in n for n in runs[0].notes)
+    # A training resumed from a later epoch (5 after 9) is the same run: its counter does not fall back to its start.
+    resumed = [f"{e},{2.0 - 0.05 * e:.3f}" for e in [*range(10), *range(5, 12)]]
+    assert len(read_histories(write(tmp_path / "resumed.csv", "\n".join(["epoch,loss", *resumed]) + "\n"))) == 1

@@ -4,8 +4,9 @@
 
 * long tables (``step, key, value[, wall_time][, run]``) and wide tables (a step column plus one
   column per metric) as CSV/TSV (optionally gzip'd), JSON lines or Parquet;
-* HF Trainer ``trainer_state.json``; Lightning ``metrics.csv``; detectron2 ``metrics.json``
-  (several runs appended to one file are split where ``iteration`` starts over);
+* HF Trainer ``trainer_state.json``; Lightning ``metrics.csv``; detectron2 ``metrics.json`` and
+  Keras ``CSVLogger`` files (several runs appended to one file are split where ``iteration`` or
+  ``epoch`` starts over);
 * MLflow file-store run folders, experiment folders and ``mlruns`` roots;
 * TensorBoard event files (needs the ``tensorboard`` extra);
 * W&B run folders and their ``run-<id>.wandb`` logs, offline or synced (needs the ``wandb`` extra;
@@ -232,7 +233,7 @@ def _read_table(path: Path, step_column: str | None, in_folder: bool) -> list[Ru
     hparams, hparams_notes = sibling_hparams(path)
     try:
         return table_histories(table, Origin.for_file(path, config=hparams), step_column=step_column,
-                               require_step=in_folder, notes=(*notes, *hparams_notes))
+                               split_restarts=True, require_step=in_folder, notes=(*notes, *hparams_notes))
     except InputError as exc:
         hint = _separator_hint(sniffed, table.num_columns)
         if not hint:

@@ -82,8 +82,8 @@ def table_histories(
 ) -> list[RunHistory]:
     """All runs in ``table``.
 
-    ``split_restarts``: where an ``iteration`` step falls back to the start, a new run begins
-    (detectron2 appends each training run to the same file). ``require_step``: a wide table
+    ``split_restarts``: where an ``epoch`` or ``iteration`` step falls back to its start, a new run
+    begins (Keras' CSVLogger with ``append=True`` and detectron2 append each training to the same file). ``require_step``: a wide table
     without a step column is not a metrics log (used when walking folders full of other CSVs).
     """
     if table.num_columns == 0:
@@ -230,6 +230,7 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
     run = cols.find(RUN_NAMES)
     metrics: list[tuple[str, Numeric]] = []
     skipped = []
+    restarts: list[np.ndarray] = []  # row masks of the trainings appended to one file, when there are several
     for name in cols.names:
         if name in (step, wall_name, run):
             continue
@@ -257,7 +258,16 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
     else:
         steps = _step_numbers(table.column(step), path, step)
         _note_dropped(notes, np.ones(n, dtype=bool), np.isfinite(steps), step)
-        if _norm(step) == "epoch" and run is None:
+        # An epoch (or detectron2 iteration) counter that falls back to its start begins another training
+        # appended to the same file (Keras' CSVLogger(append=True)); a step that merely repeats within an
+        # epoch (``epoch, batch`` rows) never falls back, so it is not split.
+        if split_restarts and run is None and _norm(step) in RESTART_STEPS:
+            restarts = _restart_segments(steps)
+        if _norm(step) == "epoch" and run is None and len(restarts) > 1:
+            steps = steps.copy()  # the column's numbers may be a read-only view of the table
+            for rows in restarts:  # each training's repeated epochs are spread within that training only
+                steps[rows], _ = _spread_within_epochs(steps[rows])
+        elif _norm(step) == "epoch" and run is None:
             steps, epochs = _spread_within_epochs(steps)
             if epochs:
                 notes.append(f"the step column '{step}' repeats ({int(np.isfinite(steps).sum())} rows over {epochs} "
@@ -267,10 +277,10 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
     if len(names) == 1 and _norm(names[0]) in VALUE_NAMES:
         names = [origin.name]  # TensorBoard's CSV download: Wall time,Step,Value for one tag
     groups = list(_groups(table, run, origin))
-    if split_restarts and run is None and step is not None and _norm(step) == "iteration":
-        groups = [(origin.part(i + 1), rows) for i, rows in enumerate(_restart_segments(steps))]
-        if len(groups) > 1:
-            notes.append(f"the step counter starts over {len(groups) - 1} time(s): read as {len(groups)} runs")
+    if len(restarts) > 1:
+        groups = [(origin.part(i + 1), rows) for i, rows in enumerate(restarts)]
+        notes.append(f"the step counter '{step}' starts over {len(groups) - 1} time(s): read as {len(groups)} "
+                     "runs appended to one file")
     attributes, ignored = _run_attributes(table, skipped, [rows for _, rows in groups])
     if attributes:
         notes.append(f"text column(s) with one value per run read as the run's attributes (its config; "
@@ -284,6 +294,11 @@ def _wide(table, cols, origin, step, split_restarts, require_step, notes) -> lis
             part = dataclasses.replace(part, config={**part.config, **found})
         out.append(_wide_history(part, steps, wall, metrics, names, rows, notes))
     return out
+
+
+# Step columns whose falling back to their start means a new training: an epoch count never restarts
+# within one run; detectron2's iteration does when a new run is appended to metrics.json.
+RESTART_STEPS = ("epoch", "iteration")
 
 
 def _spread_within_epochs(steps: np.ndarray) -> tuple[np.ndarray, int]:
