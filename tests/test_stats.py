@@ -17,6 +17,27 @@ def _gaussian(n, sigma=1.0, level=0.0, seed=0):
     return level + sigma * np.random.default_rng(seed).standard_normal(n)
 
 
+# -- median, row_medians ----------------------------------------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=40), st.sampled_from(["float64", "float32", "int64"]))
+def test_median_is_numpys_median_for_any_length_and_dtype(values, dtype):
+    v = np.array(values).astype(dtype)
+    assert stats.median(v) == float(np.median(v))
+
+
+def test_median_is_nan_for_an_empty_series_or_one_holding_a_nan():
+    assert np.isnan(stats.median(np.array([])))
+    assert np.isnan(stats.median(np.array([1.0, np.nan, 3.0, 4.0])))
+    assert stats.median(np.array([3.0, 1.0, 2.0, 10.0])) == 2.5
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 9), st.integers(0, 2**31))
+def test_row_medians_are_numpys_medians_along_the_rows(rows, width, seed):
+    block = np.random.default_rng(seed).standard_normal((rows, width))
+    assert np.array_equal(stats.row_medians(block), np.median(block, axis=1))
+
+
 # -- binned ----------------------------------------------------------------------------------
 
 @settings(max_examples=200, deadline=None)

@@ -250,7 +250,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     val = history.series("val_loss")
     if val is not None and len(val.finite()) >= thresholds.min_val_points:
         vv = val.finite().values
-        vnoise = stats.mad(np.diff(vv)) / (abs(np.median(vv)) or 1e-12)  # 1e-12: a numeric guard against a zero level
+        vnoise = stats.mad(np.diff(vv)) / (abs(stats.median(vv)) or 1e-12)  # 1e-12: a numeric guard against a zero level
         evidence.append(Evidence(history.key("val_loss"), float(vnoise), None, float(val.steps[0]), float(val.steps[-1]),
                                  "val_instability", "point-to-point change of val loss relative to its level"))
     if rising:
@@ -285,8 +285,8 @@ def _wander(v: np.ndarray, run_points: int, thresholds: Thresholds) -> tuple[flo
         return 0.0, 0.0
     level = stats.rolling_median(v, short)
     trend = stats.rolling_median(v, long)
-    scale = float(np.median(np.abs(trend)))
-    stray = float(np.median(np.abs(level - trend)))
+    scale = stats.median(np.abs(trend))
+    stray = stats.median(np.abs(level - trend))
     noise = stats.mad(np.diff(v)) / np.sqrt(2 * short)
     return (stray / scale if scale > 0 else 0.0), (stray / noise if noise > 0 else float("inf"))
 
@@ -312,7 +312,7 @@ def _stuck(history: RoleView, thresholds: Thresholds) -> tuple[float, float, flo
         return None
     vv, vs = finite.values, finite.steps
     fifth = max(1, len(vv) // thresholds.stuck_val_parts)
-    first, last = float(np.median(vv[:fifth])), float(np.median(vv[-fifth:]))
+    first, last = stats.median(vv[:fifth]), stats.median(vv[-fifth:])
     if first <= 0:
         return None
     change = (first - last) / first
@@ -342,14 +342,14 @@ def _frozen(first: np.ndarray, second: np.ndarray, start: float, thresholds: Thr
     otherwise pinned. And the loss must have gone still, not been still all along: a loss averaged over
     many batches per logged point (HF's ``logging_steps``, an epoch mean) is smooth in both halves, so its
     step-to-step changes relative to its level must have shrunk ``frozen_noise_drop``-fold or more."""
-    level = float(np.median(second))
+    level = stats.median(second)
     if level <= 0 or level < thresholds.frozen_min_level * start:
         return None
     low, high = np.quantile(second, [thresholds.frozen_quantile, 1 - thresholds.frozen_quantile])
     spread = float(high - low) / level
     if spread >= thresholds.frozen_range:
         return None
-    early_level = abs(float(np.median(first)))  # each half holds at least min_points / 2 points (judged_loss)
+    early_level = abs(stats.median(first))  # each half holds at least min_points / 2 points (judged_loss)
     if early_level == 0:
         return None
     early_noise = stats.mad(np.diff(first)) / early_level

@@ -227,8 +227,8 @@ def _loss_kept_falling(history: RoleView, first: float, last: float, thresholds:
     after = f.values[(f.steps > last) & (f.steps <= last + span)]
     if len(before) < thresholds.block or len(after) < thresholds.block:
         return None
-    was, now = float(np.median(before)), float(np.median(after))
-    just_before = float(np.median(before[-thresholds.block:]))
+    was, now = stats.median(before), stats.median(after)
+    just_before = stats.median(before[-thresholds.block:])
     levels = stats.binned(f.steps[inside], f.values[inside], max(1, int(inside.sum()) // thresholds.block)).median
     if now < was and float(np.max(levels)) <= thresholds.learning_peak * just_before:
         return f"the training loss kept falling ({c.fmt(was)} before, {c.fmt(now)} after)"
@@ -299,7 +299,7 @@ def _divergence(history: RoleView, thresholds: Thresholds) -> Finding | None:
             near = (g.steps >= onset) & (g.steps <= steps[k])
             earlier = g.steps < onset
             if near.any() and earlier.sum() >= thresholds.min_points_before:
-                base = float(np.median(g.values[earlier]))
+                base = stats.median(g.values[earlier])
                 peak_i = int(np.argmax(np.where(near, g.values, -np.inf)))
                 peak = float(g.values[peak_i])
                 if base > 0 and peak > thresholds.spike_factor * base:
@@ -326,5 +326,5 @@ def _running_median(v: np.ndarray, blocks: int) -> np.ndarray:
     block_medians = np.median(np.pad(v, (0, pad), mode="edge").reshape(-1, size), axis=1)
     # A point's reference is the median of the block medians before its block (its own block for
     # the first block): robust to the spike itself and cheap on 10^7 points.
-    prefix = np.array([np.median(block_medians[: max(k, 1)]) for k in range(len(block_medians))])
+    prefix = np.array([stats.median(block_medians[: max(k, 1)]) for k in range(len(block_medians))])
     return np.repeat(prefix, size)[:n]

@@ -88,7 +88,7 @@ def _train_at(train_steps, train_values, val_steps):
     for i, hi in enumerate(idx):
         seg = train_values[max(0, min(lo, hi - 1)): hi]
         if len(seg):
-            out[i] = np.median(seg)
+            out[i] = stats.median(seg)
         lo = hi
     return out
 
@@ -102,7 +102,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     death = _first_nonfinite_step(history)
     train = history.series("train_loss").finite().between(-np.inf, death)
     val = history.series("val_loss").finite().between(-np.inf, death)
-    while len(val) > thresholds.min_val_points and val.values[-1] > thresholds.val_blowup * np.median(val.values[:-1]):
+    while len(val) > thresholds.min_val_points and val.values[-1] > thresholds.val_blowup * stats.median(val.values[:-1]):
         val = Series(val.steps[:-1], val.values[:-1], val.wall_times[:-1])
     vkey, tkey = history.key("val_loss"), history.key("train_loss")
     if len(val) < thresholds.min_val_points or len(train) < thresholds.min_train_points:
@@ -116,7 +116,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     best_val = float(vs[best])
     if best_val <= 0:
         return c.skipped(_SELF, f"{vkey} is not positive; a relative rise is undefined")
-    end_val = float(np.median(vs[-min(thresholds.end_points, len(vs) - best):])) if best < len(vs) - 1 else best_val
+    end_val = stats.median(vs[-min(thresholds.end_points, len(vs) - best):]) if best < len(vs) - 1 else best_val
     rise = (end_val - best_val) / best_val
     points_after = len(vs) - 1 - best
     steps_after = float(val.steps[-1] - val.steps[best])
