@@ -26,7 +26,7 @@ MAD_TO_SIGMA = 1.4826
 def median(values: np.ndarray) -> float:
     """``float(np.median(values))`` for a 1-D series (NaN when empty or when any value is NaN)."""
     v = np.asarray(values).ravel()
-    if not np.issubdtype(v.dtype, np.floating):
+    if v.dtype.kind != "f":
         v = v.astype(float)  # a float32 series keeps its dtype, as np.median's mean of the middles does
     n = v.size
     if n == 0:
