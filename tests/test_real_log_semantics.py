@@ -216,6 +216,22 @@ def test_a_loss_term_that_is_zero_at_every_step_is_no_task():
     assert finding.level in ("warning", "critical") and "loss_box" in finding.message, finding.message
 
 
+def test_a_loss_named_metric_far_above_the_logged_total_is_no_task():
+    # Public log P172 (batch 14, written after it was scored): a Lightning forecaster logs train_loss ~0.017
+    # (the normalised loss it minimised) beside RMSE ~410 in the target's units and a reg_loss that is 0
+    # until 70 % of the run. RMSE cannot be a term of a total 25,000x smaller: it is a metric, and the
+    # pair read as "RMSE is 100 % of the sum while reg_loss rose" on a healthy run.
+    total = np.exp(-T / 30) + 0.016 + _noise(10, 0.0002)
+    rmse = 7000 * np.exp(-T / 30) + 410 + _noise(11, 2.0)
+    reg = np.where(T > 0.7 * N, 0.0007, 0.0)
+    assert _report(train_loss=total, RMSE=rmse, reg_loss=reg).finding("task-imbalance").level in ("ok", "skipped")
+    # Terms on the total's own scale are still tasks: one stalled beside a falling one is found.
+    cls = 0.9 * np.exp(-T / 30) + 0.01 + _noise(12, 0.0005)
+    box = np.full(N, 0.004) + _noise(13, 0.00001)
+    finding = _report(train_loss=cls + box, cls_loss=cls, box_loss=box).finding("task-imbalance")
+    assert finding.level in ("warning", "critical") and "box" in finding.message, finding.message
+
+
 def test_a_task_swamped_by_a_term_orders_of_magnitude_larger_is_task_imbalance():
     # The torch corpus's cnn_imbalance_raw_ink shape: ink regressed in raw pixels (~1e5 at the start)
     # summed with a digit cross-entropy (~2.3). The ink term falls a thousandfold; the digit term, 78x

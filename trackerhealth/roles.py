@@ -269,6 +269,19 @@ def _model_order(layer: str) -> tuple:
 _ADVERSARIAL = {"generator", "discriminator", "gen", "disc", "critic", "adversarial", "adv", "g", "d"}
 
 
+# A term of a logged total is at most a few times the total (a mean over four terms: 4x), unless the
+# total weighs it by less than 1/_TERM_OVER_TOTAL, and then it hardly trains anything. A "loss"-named
+# key far above the total is a metric on another scale (an RMSE in the target's units beside the
+# normalised loss that was minimised), and would read as a task holding 100% of the sum.
+_TERM_OVER_TOTAL = 100.0
+
+
+def _level(series: Series) -> float:
+    """Median absolute finite value: a series' typical size."""
+    v = np.abs(series.values[np.isfinite(series.values)])
+    return float(np.median(v)) if len(v) else float("nan")
+
+
 def _numbered_copy(key: str, candidates: list[str]) -> bool:
     """An auxiliary copy of another candidate: ``loss_ce_0`` … ``loss_ce_8`` beside ``loss_ce`` (DETR's decoder layers)."""
     return bool(re.search(r"[_.]\d+$", key)) and re.sub(r"[_.]\d+$", "", key) in candidates
@@ -369,6 +382,8 @@ def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, 
                 continue
             if _numbered_copy(k, train_c):
                 continue
+            if main not in derived and _level(history[k]) > _TERM_OVER_TOTAL * _level(history[main]):
+                continue  # RMSE 410 beside a logged train_loss of 0.017: a metric on another scale, not a term of it
             label = "_".join(t for t in tok if t not in {"loss", "train", "training", "step"}) or k
             tasks.append((label, k))
         if len(tasks) >= 2:
