@@ -62,9 +62,9 @@ FLOORS = {
     "nonfinite": (1.0, 0.95),
     "overfitting": (0.88, 0.8),
     "vanishing-gradients": (1.0, 0.8),
-    "loss-oscillation": (0.95, 0.85),
-    "slow-convergence": (0.9, 0.75),
-    "task-imbalance": (1.0, 1.0),
+    "loss-oscillation": (0.95, 0.82),
+    "slow-convergence": (0.84, 0.76),
+    "task-imbalance": (0.83, 1.0),
 }
 
 
@@ -92,8 +92,15 @@ def test_pooled_held_out_floors_as_measured(folds):
     # gradient norm 126x the clipped twin's median at step 15, no NaN) missed: 0.943, 1 of 106. The
     # eleventh family, ae (a fully connected autoencoder on the digits, MSE), was built blind by a helper
     # that read nothing of the detectors and scored once: 0.71, 0 of 18 healthy flagged; missed its batch-2
-    # run (loss-oscillation) and its overfitting run. Pooled over eleven: 0.940 (0.9398), 1 of 124.
-    assert folds["pooled_macro_f1"] >= 0.939
+    # run (loss-oscillation) and its overfitting run. Pooled over eleven: 0.940 (0.9398), 1 of 124. The
+    # twelfth, vae (a variational autoencoder: BCE reconstruction + KL, both terms logged), built blind by a
+    # helper, scored once: 0.68 with 12 of 16 healthy runs flagged, task-imbalance on 18 runs (the KL grows
+    # from ~0 beside a reconstruction that is ~97 % of the sum). Then task-imbalance leaves out a KL- or
+    # regulariser-named term that rose (written after seeing the family, so not held out for it): vae 0.71,
+    # 2 of 16 (slow-convergence on its batch-4 run and its long SGD twin, both still falling slowly at the
+    # end), and the slow-convergence that task-imbalance had explained on them shows. Pooled over twelve:
+    # 0.922 (0.9216), 3 of 140.
+    assert folds["pooled_macro_f1"] >= 0.921
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -101,11 +108,12 @@ def test_pooled_held_out_floors_as_measured(folds):
     # twins, which sit at chance before a late fall of ~75 %, are spared by back_loaded_max_improvement
     # 0.65; that default was chosen after seeing them and their fold takes it on a tie, so for it the
     # fold is not held out.
-    assert healthy >= 124 and wrong <= 1
+    # Over twelve families, 3 of 140: the conv batch-4 run and the vae family's two (above).
+    assert healthy >= 140 and wrong <= 3
 
 
-def test_eleven_architecture_families_and_each_seed_cause_in_two_of_them(folds):
-    assert len(folds["families"]) >= 11
+def test_twelve_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 12
     coverage = folds["cause_coverage"]
     # One oversized batch is confirmed in resnet and seqcls (the cnn family's 24x24 batch rose only
     # 1.1-3.8x its twin's loss, short of the truth's 3x on three epochs: kept, not scored); gradient
@@ -154,7 +162,7 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_stays_ab
     slow = grouped["grouped_held_out"]["slow-convergence"]
     assert slow["precision"] >= 0.89 and slow["recall"] >= 0.9, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 3 and total >= 124 and bad / total <= 0.05
+    assert bad <= 3 and total >= 140 and bad / total <= 0.05
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -171,10 +179,11 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     assert slow["precision"] >= 0.89
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 3 and total >= 124  # 3 of 124 (1 alone, another run): see the test above
-    # Macro-F1 falls (0.94 alone, 0.85 (0.849) grouped): baseline-regression's two false alarms, healthy batch-4
-    # runs that end far above their baseline's loss, make its row an F1 of 0.
-    assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.845
+    assert bad <= 3 and total >= 140  # 3 of 140 (3 alone, other runs): see the test above
+    # Macro-F1 falls (0.92 alone, 0.84 (0.836) grouped over twelve families): baseline-regression's two false
+    # alarms, healthy batch-4 runs that end far above their baseline's loss, make its row an F1 of 0.
+    # (0.849 over eleven; the vae family's init-too-small run is slow even against its group's baseline.)
+    assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.835
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():
