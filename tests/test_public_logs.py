@@ -86,8 +86,15 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # helper) was scored once with 0a60e66's code: 1 of 2 healthy flagged (P172: an RMSE metric ~410 beside a
     # logged train_loss of ~0.017 read as a task term holding 100 % of the sum); all 189 at 0.79 (0.77
     # strict), 2 of 110. Then a loss-named key over 100x the logged total stopped counting as a term of it
-    # (written after P172): all 189 at 0.8025 (0.779 strict), 1 of 110.
-    assert not missing and len(cases) >= 189
+    # (written after P172): all 189 at 0.8025 (0.779 strict), 1 of 110. Batch 15 (P174-P184, 8 scored: 2 faults,
+    # 6 healthy; DETR/maskrcnn text logs and Lightning TensorBoard folders, blind, by a helper) was scored once
+    # with df3faa6's code: 0.33, 1 of 6 healthy flagged (P178: Mask R-CNN's 47 -> 2 fall inside its first five
+    # logs was invisible to the first bin, and its creep under step decay read as slow); P179's task-imbalance
+    # found, P181 (a loss bouncing around 3,000 with no trend for ten epochs) missed; P183, a VAE whose KL
+    # rises, not flagged (the KL rule, written before this batch was seen). All 197 at 0.796 (0.772 strict),
+    # 2 of 116. Then slow-convergence's fast start also reads the first three logged points (written after
+    # P178): all 197 at 0.8037 (0.781 strict), 1 of 116.
+    assert not missing and len(cases) >= 197
     assert macro_f1(cases) >= 0.80
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 110 and wrong <= 1
+    assert healthy >= 116 and wrong <= 1

@@ -489,3 +489,19 @@ def test_a_val_loss_that_climbs_after_the_training_set_was_memorised_is_overfitt
     finding = _torch_run("resnet_overfit_small_subset").finding("overfitting")
     assert finding.is_problem, finding.message
     assert not _torch_run("resnet_twin_overfit_reg").finding("overfitting").is_problem
+
+
+def test_a_fall_inside_the_first_few_logs_is_a_fast_start_not_a_slow_run():
+    # Public log P178 (batch 15, written after it was scored): Mask R-CNN's loss goes 47 -> 2 within its first
+    # five logs of 3,000 (its mask loss starts at 44), then creeps 1.0 -> 0.9 under step decay. The first of
+    # 30 bins (100 logs) has a median of 1.2, so the fast start was invisible and the creep read as slow.
+    n = 3000
+    t = np.arange(n, dtype=float)
+    rng = np.random.default_rng(17)
+    creep = 1.0 - 0.11 * t / n + 0.03 * rng.standard_normal(n)
+    fast = np.concatenate([[47.4, 5.5, 2.9, 2.3, 2.0], creep[5:]])
+    finding = analyze(RunHistory.from_series(REF, {"loss": (t, fast)})).finding("slow-convergence")
+    assert finding.level in ("ok", "skipped"), finding.message
+    # The same creep from its first log on, never faster, is slow.
+    slow = analyze(RunHistory.from_series(REF, {"loss": (t, creep)})).finding("slow-convergence")
+    assert slow.is_problem, slow.message

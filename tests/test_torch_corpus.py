@@ -63,7 +63,7 @@ FLOORS = {
     "overfitting": (0.88, 0.8),
     "vanishing-gradients": (1.0, 0.8),
     "loss-oscillation": (0.95, 0.82),
-    "slow-convergence": (0.84, 0.76),
+    "slow-convergence": (0.88, 0.76),
     "task-imbalance": (0.83, 1.0),
 }
 
@@ -99,8 +99,10 @@ def test_pooled_held_out_floors_as_measured(folds):
     # regulariser-named term that rose (written after seeing the family, so not held out for it): vae 0.71,
     # 2 of 16 (slow-convergence on its batch-4 run and its long SGD twin, both still falling slowly at the
     # end), and the slow-convergence that task-imbalance had explained on them shows. Pooled over twelve:
-    # 0.922 (0.9216), 3 of 140.
-    assert folds["pooled_macro_f1"] >= 0.921
+    # 0.922 (0.9216), 3 of 140. Then slow-convergence's fast start also looks at the median of the first three
+    # logged points (written after public log P178, a fall inside the first bin): the long SGD twin is spared,
+    # vae 0.72, 1 of 16. Pooled over twelve: 0.924 (0.9242), 2 of 140.
+    assert folds["pooled_macro_f1"] >= 0.924
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -108,8 +110,8 @@ def test_pooled_held_out_floors_as_measured(folds):
     # twins, which sit at chance before a late fall of ~75 %, are spared by back_loaded_max_improvement
     # 0.65; that default was chosen after seeing them and their fold takes it on a tie, so for it the
     # fold is not held out.
-    # Over twelve families, 3 of 140: the conv batch-4 run and the vae family's two (above).
-    assert healthy >= 140 and wrong <= 3
+    # Over twelve families, 2 of 140: the conv and vae batch-4 runs, slow-convergence both.
+    assert healthy >= 140 and wrong <= 2
 
 
 def test_twelve_architecture_families_and_each_seed_cause_in_two_of_them(folds):
@@ -179,7 +181,7 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     assert slow["precision"] >= 0.89
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 3 and total >= 140  # 3 of 140 (3 alone, other runs): see the test above
+    assert bad <= 3 and total >= 140  # 3 of 140 (2 alone, other runs): see the test above
     # Macro-F1 falls (0.92 alone, 0.84 (0.836) grouped over twelve families): baseline-regression's two false
     # alarms, healthy batch-4 runs that end far above their baseline's loss, make its row an F1 of 0.
     # (0.849 over eleven; the vae family's init-too-small run is slow even against its group's baseline.)
