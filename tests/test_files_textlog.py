@@ -246,3 +246,39 @@ def test_yolo_console_tables_are_read_per_epoch_with_their_loss_columns(tmp_path
     assert points(h, "train/loss")[1] == (1.0, pytest.approx(0.075 * 0.95 + 0.027 * 0.97, abs=1e-5))
     assert {"train/box_loss", "train/obj_loss", "train/cls_loss"} <= set(h.keys()) and len(h["train/loss"]) == 40
     assert resolve(h).key("train_loss") == "train/loss"
+
+
+def stgcn(trainings):
+    """st-gcn's torchlight IO (and the skeleton-action codebases built on it) prints a section header that names
+    only an epoch, then each metric on a line of its own; a script started again appends to the same log.txt."""
+    lines = []
+    for train, evals in trainings:
+        lines.append("[03.24.23|09:56:11] Parameters:\n{'work_dir': './output', 'base_lr': 0.1, 'num_epoch': 50}\n")
+        for epoch, loss in enumerate(train):
+            lines += [f"[03.24.23|09:56:11] Training epoch: {epoch}", f"[03.24.23|09:56:31] \tmean_loss: {loss}",
+                      "[03.24.23|09:56:31] Time consumption:", "[03.24.23|09:56:31] Done."]
+            if epoch in evals:
+                lines += [f"[03.24.23|09:58:13] Eval epoch: {epoch}", f"[03.24.23|09:58:13] \tmean_loss: {evals[epoch]}",
+                          "[03.24.23|09:58:13] \tTop1: 0.00%", "[03.24.23|09:58:13] Done."]
+    return "\n".join(lines) + "\n"
+
+
+def test_st_gcn_section_headers_give_their_epoch_and_each_appended_start_is_a_run(tmp_path):
+    # Public log P190 (batch 16, written after it was scored): ~23 starts appended to one log.txt, the first
+    # ones NaN at every training epoch. Read as one run of lines without a counter, it had no loss at all.
+    path = tmp_path / "log.txt"
+    nan_run = (["nan"] * 5, {4: 5.9914})
+    learning = ([2.4 * 0.93 ** e for e in range(30)], {4: 2.1, 9: 1.8, 14: 1.7})
+    path.write_text(stgcn([nan_run, learning]))
+    first, second = read_histories(path)
+    assert [s for s, _ in points(first, "mean_loss")] == [0, 1, 2, 3, 4]
+    assert all(math.isnan(v) for _, v in points(first, "mean_loss"))
+    assert points(first, "val/mean_loss") == [(4, 5.9914)]
+    assert len(second["mean_loss"]) == 30 and points(second, "val/mean_loss")[-1] == (14, 1.7)
+    assert "training 2 of 2 appended" in " ".join(second.notes) and second.ref.id != first.ref.id
+    assert analyze(first).finding("nonfinite").level == "critical"
+    assert analyze(second).status != "critical"
+    # One start only: one run, as before.
+    path.write_text(stgcn([learning]))
+    (only,) = read_histories(path)
+    assert resolve(only).key("val_loss") == "val/mean_loss"

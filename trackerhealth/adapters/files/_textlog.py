@@ -16,7 +16,11 @@ pairs are found with one regular expression: a name (words, which may hold space
 ``-``, and a unit in brackets), a ``:``/``=``/space, a number (with ``nan``/``inf``), an optional
 ``/ total`` and an optional unit (``ms``, ``s``, ``%``). A line counts only when it names a step
 (``iter``, ``iteration``, ``step``; else ``epoch``) and holds at least one loss; Keras' progress
-lines borrow the step of the last ``Epoch N/M`` line. Times in milliseconds get a ``_ms`` suffix so
+lines borrow the step of the last ``Epoch N/M`` line, and so do lines that name no counter under a section
+header that names only an epoch (st-gcn and the skeleton-action codebases built on its ``torchlight`` IO print
+``Training epoch: 3`` then ``mean_loss: 1.23`` on a line of its own; under ``Eval epoch: 5`` the metrics are
+``val/``). Where such headers count from their first epoch again (a script started anew, appending to its
+log), each start is a run of its own. Times in milliseconds get a ``_ms`` suffix so
 the roles read them in seconds. A line that opens with a validation word (``validation loss at
 iteration 1000 | lm loss value: …``) puts its metrics under ``val/``. Every other line (banners,
 config dumps, warnings, tracebacks) is ignored, and the run's notes say how many metric lines were read.
@@ -208,6 +212,7 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
     """The metric rows of a printed training log, and which counter its steps are (for the notes)."""
     rows = _Rows()
     keras_epoch: float | None = None
+    section: tuple[float, bool] | None = None  # (epoch, is validation) of the last epoch-only header line
     header: list[str] | None = None
     counter = "step"
     hf_index = 0
@@ -235,6 +240,14 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
             counter = "logged line (HF Trainer prints no step)"
             continue
         step, epoch, metrics = _line_metrics(line)
+        header_epoch = _section_header(line, step, epoch, metrics)
+        if header_epoch is not None:
+            section = header_epoch
+            continue
+        if step is None and epoch is None and section is not None and metrics:
+            epoch = section[0]
+            if section[1]:
+                metrics = {k if k.startswith("val") else f"val/{k}": v for k, v in metrics.items()}
         if not any(is_loss(tokens(k)) for k in metrics):
             continue
         within, by_epoch = None, False
@@ -252,6 +265,39 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
             continue
         rows.add(at, metrics, within, by_epoch)
     return rows, counter
+
+
+def _section_header(line: str, step, epoch: float | None, metrics: dict[str, float]) -> tuple[float, bool] | None:
+    """(epoch, is validation) of a line that names only an epoch (``[time] Training epoch: 3``, ``Eval epoch: 5``),
+    else None."""
+    if step is not None or epoch is None or metrics:
+        return None
+    pairs = _pairs(line)
+    words = pairs[0][0].lower().split() if len(pairs) == 1 else []
+    return (epoch, bool(words) and words[0] in _VAL_OPENERS) if words else None
+
+
+def _trainings(text: str) -> list[str]:
+    """The text cut where a training section header counts from its first epoch again: a script started anew
+    and appended to the log (st-gcn's ``log.txt`` holds one start after another). One piece when none does."""
+    pieces, start, first, last = [], 0, None, None
+    lines = text.split("\n")
+    for i, raw in enumerate(lines):
+        line = raw.rstrip("\r").rsplit("\r", 1)[-1]
+        if "epoch" not in line.lower() or len(line) > _MAX_LINE:
+            continue  # cheap: only a line naming an epoch can be a header
+        step, epoch, metrics = _line_metrics(line)
+        header = _section_header(line, step, epoch, metrics)
+        if header is None or header[1]:
+            continue
+        if first is None:
+            first = header[0]
+        elif header[0] == first and last is not None and last > first:
+            pieces.append("\n".join(lines[start:i]))
+            start = i
+        last = header[0]
+    pieces.append("\n".join(lines[start:]))
+    return pieces
 
 
 def _elapsed_clocks(keys: list[str], steps: np.ndarray, values: np.ndarray) -> list[str]:
@@ -273,19 +319,31 @@ def _elapsed_clocks(keys: list[str], steps: np.ndarray, values: np.ndarray) -> l
 def read_text_log(path: Path) -> list[RunHistory]:
     """The run printed into ``path``; NotMetrics when no line carries a step and a loss."""
     text = path.read_bytes().decode("utf-8", errors="replace")  # not read_text: it would turn a bar's "\r" into lines
-    rows, counter = parse_text_log(text)
-    if not rows.lines:
+    pieces = _trainings(text)
+    histories = []
+    for n, piece in enumerate(pieces):
+        rows, counter = parse_text_log(piece)
+        if not rows.lines:
+            continue  # a start that crashed before its first metric line
+        origin = Origin.for_file(path).part(n + 1)
+        extra = [f"training {n + 1} of {len(pieces)} appended to this log (its epochs count from the start again)"] if len(pieces) > 1 else []
+        histories.append(_history(rows, counter, origin, extra))
+    if not histories:
         raise NotMetrics(path, "no line of this text file holds a step and a loss (such as 'iter 100: loss 4.23' or "
                                "'step 5 | lm loss: 3.1'); if it is a table, give it a .csv suffix")
+    return histories
+
+
+def _history(rows: _Rows, counter: str, origin: Origin, extra_notes: list[str]) -> RunHistory:
     steps, how = rows.timeline()
     counter = how or counter
     values = np.asarray(rows.values, dtype=float)
-    notes = [f"read as a printed training log: {rows.lines} metric lines; steps are the {counter}"]
+    notes = [f"read as a printed training log: {rows.lines} metric lines; steps are the {counter}", *extra_notes]
     keys = _elapsed_clocks(rows.keys, steps, values)
     nonfinite = int((~np.isfinite(values)).sum())
     if nonfinite:
         notes.append(f"{nonfinite} printed values are nan/inf")
-    return [build_history(Origin.for_file(path), steps, pd.Categorical(keys), values, None, notes)]
+    return build_history(origin, steps, pd.Categorical(keys), values, None, notes)
 
 
 def looks_like_text_log(path: Path) -> bool:
