@@ -521,3 +521,21 @@ def test_a_loss_bouncing_about_a_flat_level_never_learned_even_when_its_first_po
     # A slow, significant crawl of the same size over the second half is still no never-learned loss.
     crawl = 3250 * (1 - 0.3 * t / n) * np.exp(0.01 * rng.standard_normal(n))
     assert analyze(RunHistory.from_series(REF, {"loss": (t, crawl)})).finding("loss-oscillation").level == "ok"
+
+
+def test_an_inf_in_a_logged_term_of_the_loss_is_nonfinite_even_when_the_total_is_just_missing():
+    # The torch family vae's SGD run at lr 2.0: its KL became +Inf at step 4 and its total train/loss was
+    # written by pandas as an empty CSV cell from there on (read as not logged): 3 finite points, nothing
+    # judged, the run `unknown`. The term's Inf is the total's.
+    steps = np.arange(400, dtype=float)
+    recon = np.full(400, np.nan)
+    recon[:3] = [44.1, 42.9, 7896.0]
+    kl = np.full(400, np.nan)
+    kl[:4] = [0.1, 4.7, 92.5, np.inf]
+    total = recon + kl
+    lr = np.full(400, 2.0)
+    history = RunHistory.from_series(REF, {"train/loss": (steps[:3], total[:3]), "train/loss_recon": (steps[:3], recon[:3]),
+                                           "train/loss_kl": (steps[:4], kl[:4]), "train/lr": (steps, lr)})
+    finding = analyze(history).finding("nonfinite")
+    assert finding.level == "critical" and "train/loss_kl" in finding.message, finding.message
+    assert next(e for e in finding.evidence if e.code == "nonfinite_value").step_start == 3

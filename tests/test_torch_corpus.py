@@ -62,7 +62,7 @@ FLOORS = {
     "nonfinite": (1.0, 0.95),
     "overfitting": (0.88, 0.8),
     "vanishing-gradients": (1.0, 0.8),
-    "loss-oscillation": (0.95, 0.82),
+    "loss-oscillation": (0.95, 0.85),
     "slow-convergence": (0.88, 0.76),
     "task-imbalance": (0.83, 1.0),
 }
@@ -101,8 +101,10 @@ def test_pooled_held_out_floors_as_measured(folds):
     # end), and the slow-convergence that task-imbalance had explained on them shows. Pooled over twelve:
     # 0.922 (0.9216), 3 of 140. Then slow-convergence's fast start also looks at the median of the first three
     # logged points (written after public log P178, a fall inside the first bin): the long SGD twin is spared,
-    # vae 0.72, 1 of 16. Pooled over twelve: 0.924 (0.9242), 2 of 140.
-    assert folds["pooled_macro_f1"] >= 0.924
+    # vae 0.72, 1 of 16. Pooled over twelve: 0.924 (0.9242), 2 of 140. Then an Inf in a logged term of the loss
+    # is nonfinite (written after the vae SGD run at lr 2.0, whose KL went Inf while its total became empty CSV
+    # cells): vae 0.78; pooled 0.926 (0.9264), 2 of 140.
+    assert folds["pooled_macro_f1"] >= 0.926
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -182,7 +184,7 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small"}
     bad, total = grouped["grouped_healthy_flagged"]
     assert bad <= 3 and total >= 140  # 3 of 140 (2 alone, other runs): see the test above
-    # Macro-F1 falls (0.92 alone, 0.84 (0.836) grouped over twelve families): baseline-regression's two false
+    # Macro-F1 falls (0.93 alone, 0.84 (0.838) grouped over twelve families): baseline-regression's two false
     # alarms, healthy batch-4 runs that end far above their baseline's loss, make its row an F1 of 0.
     # (0.849 over eleven; the vae family's init-too-small run is slow even against its group's baseline.)
     assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.835

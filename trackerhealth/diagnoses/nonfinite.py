@@ -1,7 +1,7 @@
 """Loss became NaN/Inf, or the gradient norm exploded.
 
-**What it looks for.** Any NaN or ±Inf in the training or validation loss is critical: the run is
-dead from that step on, even if it keeps logging. A non-finite total gradient norm is critical
+**What it looks for.** Any NaN or ±Inf in the training or validation loss, or in a logged term of the training loss
+(a per-task loss, a KL), is critical: the run is dead from that step on, even if it keeps logging. A non-finite total gradient norm is critical
 when it persists to the end of the run (more than ``persist_fraction`` of the last
 ``persist_tail_share``); a few while the loss stays finite are a warning: either a mixed-precision
 loss scaler skipping overflow steps, or a NaN loss that the logger hid (HF's Trainer filters NaN
@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import stats
 from ..roles import RoleView
-from ..schema import Evidence, Finding
+from ..schema import Evidence, Finding, Series
 from . import _common as c
 from ._real_cases import PUBLIC, TORCH, RealCase
 from ._thresholds import knob
@@ -105,6 +105,20 @@ def _first_nonfinite(view: RoleView, role: str):
     return view.key(role), s, bad
 
 
+def _nonfinite_terms(view: RoleView) -> list[tuple[str, Series, np.ndarray]]:
+    """The logged terms of the training loss (``task_losses``: a reconstruction and a KL, a box and a class loss)
+    holding a NaN/Inf. A term that is Inf makes the sum Inf whether or not the total was logged as a number:
+    the torch family vae's SGD run at lr 2.0 logged its KL as Inf at step 4, and its total only as an empty
+    CSV cell (pandas writes NaN so), which reads as not logged."""
+    main = view.key("train_loss")
+    out = []
+    for _, key, s in view.group("task_losses"):
+        bad = np.flatnonzero(~np.isfinite(s.values))
+        if key != main and len(bad):
+            out.append((key, s, bad))
+    return out
+
+
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
     module = _SELF
     roles = ("train_loss", "val_loss", "grad_norm")
@@ -117,7 +131,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # scaler skipping an overflow step (the update is dropped, training goes on): it only kills
     # the run when it persists to the end.
     loss_roles = ("train_loss", "val_loss")
-    if grad is not None and not any(_first_nonfinite(history, r) for r in loss_roles):
+    terms = _nonfinite_terms(history)
+    if grad is not None and not terms and not any(_first_nonfinite(history, r) for r in loss_roles):
         bad = ~np.isfinite(grad.values)
         tail = bad[-max(thresholds.persist_tail_min_points, int(len(bad) * thresholds.persist_tail_share)):]
         if bad.any() and not tail.mean() > thresholds.persist_fraction:
@@ -131,11 +146,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                        "loss stayed finite: either a mixed-precision loss scaler skipped overflow steps (benign if rare), or the loss "
                        "went NaN and the logger filtered it out (HF's logging_nan_inf_filter is on by default).")
             return c.problem(module, False, message, RECOMMENDATION, [ev])
-    for role in roles:
-        hit = _first_nonfinite(history, role)
-        if hit is None:
-            continue
-        key, s, bad = hit
+    hits = [hit for hit in (_first_nonfinite(history, r) for r in roles) if hit is not None] + terms
+    for key, s, bad in hits:
         step = float(s.steps[bad[0]])
         first_bad_step = step if first_bad_step is None else min(first_bad_step, step)
         kinds = sorted({"NaN" if np.isnan(x) else ("+Inf" if x > 0 else "-Inf") for x in s.values[bad]})
