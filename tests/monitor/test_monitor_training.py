@@ -183,7 +183,9 @@ def test_a_finding_alerts_once_until_it_clears(caplog):
         for phase, (scale_a, scale_b) in enumerate([(1000.0, 1.0), (1.0, 1.0), (1000.0, 1.0)]):
             for step, values, _ in rows[phase * 1000:(phase + 1) * 1000]:
                 loss = values["train/loss"]
-                monitor.log({"train/loss": loss, "loss/recon": scale_a * loss, "loss/aux": scale_b * 0.7}, step=step)
+                # The total is the sum of its logged terms (a term far above the logged total is no term of it).
+                recon, aux = scale_a * loss, scale_b * 0.7
+                monitor.log({"train/loss": recon + aux, "loss/recon": recon, "loss/aux": aux}, step=step)
                 if step % 100 == 99:
                     monitor.check(force=True)
     events = [(r.levelname, r.getMessage().split(":")[1].strip().split(" ")[0]) for r in caplog.records]

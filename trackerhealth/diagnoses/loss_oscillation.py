@@ -20,8 +20,7 @@ while the trend is not falling (t > −``stalled_t``) and the run improved less 
 ``bounce_max_improvement`` (evidence ``level_wander``); and a loss that never learned — less than
 ``no_learning`` below its start at the end (or above it, short of ``rise``; measured from its very first point too
 when it fell less than ``first_point_max_improvement`` from its early median: a loss that rose over its first
-steps and came back to where it began never learned), its second half falling by less than ``no_learning_tail``
-(or by more, but not significantly: its binned trend stalled — noise about a flat level is no crawl),
+steps and came back to where it began never learned), its second half falling by less than ``no_learning_tail``,
 no val loss that fell, and no fall of more than ``no_learning`` during warm-up either (a loss that learned
 in its warm-up and is flat after it did learn) (evidence ``no_learning``, a warning); and a loss that fell and then froze —
 over the second half its 5-95 % range is under ``frozen_range`` of its level, its step-to-step changes
@@ -171,11 +170,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     half_fall = _relative_fall(v[half:], thresholds)
     # Signed: a loss that ended a little above its start (short of ``rise``) did not learn either.
     fell = _fall_from_first(v, head, tail, thresholds)
-    # A second half that "fell" by more than that share but not significantly (its binned trend is stalled)
-    # is noise about a flat level, not a crawl: a loss bouncing around 3,000 for ten epochs (public log P181)
-    # has a 3-point head that noise alone puts 10 % above its tail.
-    half_crawls = half_fall >= thresholds.no_learning_tail and not stalled
-    flat = (fell < thresholds.no_learning and not half_crawls
+    flat = (fell < thresholds.no_learning and half_fall < thresholds.no_learning_tail
             and not _val_fell(history, thresholds) and not _learned_in_warmup(history, thresholds))
     if flat and not (rising or unstable or bouncing):
         start = head if fell == improvement else float(v[0])
