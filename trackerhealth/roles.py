@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import stats
 from .baseline import Cohort
 from .schema import RunHistory, Series
 
@@ -278,8 +279,7 @@ _TERM_OVER_TOTAL = 100.0
 
 def _level(series: Series) -> float:
     """Median absolute finite value: a series' typical size."""
-    v = np.abs(series.values[np.isfinite(series.values)])
-    return float(np.median(v)) if len(v) else float("nan")
+    return stats.median(np.abs(series.values[np.isfinite(series.values)]))
 
 
 def _numbered_copy(key: str, candidates: list[str]) -> bool:
