@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import struct
 import sys
 import zlib
 
@@ -21,7 +22,7 @@ from trackerhealth.adapters.wandb import (
     read_run_folder,
 )
 from trackerhealth.adapters.wandb._histogram import derived_key, l2_estimate
-from trackerhealth.adapters.wandb._log import BLOCK_LEN, scan
+from trackerhealth.adapters.wandb._log import BLOCK_LEN, CHUNK_HEADER_LEN, FILE_HEADER_LEN, scan
 from trackerhealth.adapters.wandb._records import import_proto
 
 BLOCK = 32 * 1024
@@ -127,11 +128,28 @@ def test_truncated_anywhere_reads_a_prefix(sdk_runs, tmp_path, mode):
     assert expected <= problems, problems
 
 
+def _payload_byte_after(data: bytes, at: int) -> int:
+    """The middle byte of the first chunk payload past byte ``at``. A flipped byte there breaks only
+    the checksum; the middle of the file can fall on a chunk header, whose length or type field breaks
+    otherwise (a different message), and where it falls varies with what the SDK wrote this time."""
+    pos = FILE_HEADER_LEN
+    while True:
+        left = BLOCK_LEN - pos % BLOCK_LEN
+        if left < CHUNK_HEADER_LEN:
+            pos += left
+            continue
+        _, length, _ = struct.unpack_from("<IHB", data, pos)
+        start = pos + CHUNK_HEADER_LEN
+        if start > at and length > 0:
+            return start + length // 2
+        pos = start + length
+
+
 def test_bad_checksum_stops_at_the_last_good_record(sdk_runs, tmp_path):
     run = sdk_runs["sgd"]
     data = bytearray(run.log.read_bytes())
     good = scan(bytes(data))
-    at = len(data) // 2
+    at = _payload_byte_after(bytes(data), len(data) // 2)
     data[at] ^= 0x40
     local = read_run(copy_log(run, tmp_path, bytes(data)))
     assert not local.complete and local.end <= at and local.records < len(good.records)
