@@ -185,21 +185,6 @@ def _val_bent_early(history: RoleView, death: float, thresholds: Thresholds) -> 
     return fall > 0 and share < thresholds.val_bent_early
 
 
-def _settled(loss, thresholds: Thresholds) -> bool:
-    """The loss covered half of its fall within the first ``back_loaded`` of the run (it bent early)
-    and its binned second half, after the settling share, is no longer falling (t above -``min_t_tail``)."""
-    half_share, fall = _half_fall_share(loss, thresholds)
-    if not (fall > 0 and half_share < thresholds.back_loaded):
-        return False
-    skip = int(len(loss) * thresholds.settle_share)
-    b = stats.binned(loss.steps[skip:], loss.values[skip:], thresholds.bins)
-    half = len(b.median) // 2
-    if len(b.median) - half < 3:
-        return False
-    _, t_tail, _, _ = _line(b.steps[half:], b.median[half:], thresholds)
-    return not t_tail <= -thresholds.min_t_tail
-
-
 def _calm(loss, thresholds: Thresholds) -> bool:
     """The second half swings by less than ``max_swing`` of its moving level (a bouncing loss is loss-oscillation's)."""
     noise, moving = stats.local_noise(loss.values[len(loss) // 2:], thresholds.swing_window)
@@ -240,13 +225,6 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
     start = c.start_level(history.series("train_loss").values, mine.start, thresholds.early_rise)
     fell = (start - mine.final) / start if start > 0 else 0.0
     if fell < thresholds.baseline_min_fall or not _calm(loss, thresholds):
-        return None
-    if not r.reached and _settled(loss, thresholds):
-        # Never reached the baseline's level, but bent early and has stopped falling: it converged, to a
-        # floor of its own. A loss defined otherwise gives another floor from the same start (NT-Xent at
-        # temperature 0.5 against a 0.1 baseline, held-out family simclr), as label noise does; neither
-        # is slowness, and a crawl towards the baseline's level would still be falling. The single-run
-        # rules judge it (baseline-regression says it ended worse than the group's best).
         return None
     detail = (f"loss {c.fmt(r.level)}: the baseline {base.name} got there in {c.fmt_step(r.baseline_steps)} steps, this run "
               + (f"in {c.fmt_step(r.steps)}" if r.reached else f"not in {c.fmt_step(mine.length)}")
