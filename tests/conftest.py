@@ -158,6 +158,19 @@ def _group(item) -> str:
     return str(path)
 
 
+# Two workers share two cores with the session's servers and Ray's processes. A BLAS or OpenMP pool
+# in each of them spins for cores the others hold, and a 2 ms matmul can then take tens of ms: the
+# monitor's starved-loader run (data 30 ms a step against ~3 ms of compute) stopped being starved.
+# One thread each, set before the workers start (they, and every process they start, inherit it).
+_ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
+        for name in _ONE_THREAD:
+            os.environ.setdefault(name, "1")
+
+
 def pytest_collection_modifyitems(config, items):
     if not config.pluginmanager.hasplugin("xdist"):
         return
