@@ -55,16 +55,18 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # after the issue named it: its fold takes the rule's default on a tie, so it is not held out. The conv
 # and seqcls families were each scored once before any change informed by them (conv 0.75 with 5 of 7
 # healthy flagged; seqcls 0.53, 0 of 9); the rules changed after them (slow-convergence's first-tenth
-# gate, vanishing-gradients' collapse) are not held out for those families.
+# gate, vanishing-gradients' collapse) are not held out for those families. The unet family (blind) took
+# vanishing-gradients' precision to 0.93 (its SGD run at lr 20 also read as vanishing) and slow-convergence's
+# recall to 0.76 (its Adam-eps run missed); task-imbalance's false alarm went with the choices it moved.
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 1.0),
     "nonfinite": (1.0, 0.95),
     "overfitting": (0.88, 0.72),
-    "vanishing-gradients": (1.0, 0.8),
+    "vanishing-gradients": (0.93, 0.93),
     "loss-oscillation": (0.95, 0.85),
-    "slow-convergence": (0.81, 0.78),
-    "task-imbalance": (0.83, 1.0),
+    "slow-convergence": (0.82, 0.76),
+    "task-imbalance": (1.0, 1.0),
 }
 
 
@@ -106,8 +108,11 @@ def test_pooled_held_out_floors_as_measured(folds):
     # cells): vae 0.78; pooled 0.926 (0.9264), 2 of 140. The thirteenth family, simclr (contrastive learning,
     # NT-Xent; blind, by a helper), scored once: 0.71, 2 of 15 healthy flagged (slow-convergence: a bounded
     # contrastive loss falls ~28 % from ln 127 when healthy), and its overfitting run called slow. Nothing was
-    # changed for it. Pooled over thirteen: 0.920 (0.9196), 3 of 155.
-    assert folds["pooled_macro_f1"] >= 0.919
+    # changed for it. Pooled over thirteen: 0.920 (0.9196), 3 of 155. The fourteenth, unet (segmentation, BCE +
+    # soft Dice logged as terms; blind, by a helper), scored once: 0.91, 0 of 17 (its Adam-eps run missed, its
+    # SGD-lr-20 run also called vanishing). Its runs move other folds' choices: vae 0.93 (its task-imbalance
+    # false alarm gone). Nothing was changed for it. Pooled over fourteen: 0.927 (0.9271), 3 of 172.
+    assert folds["pooled_macro_f1"] >= 0.927
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -117,12 +122,12 @@ def test_pooled_held_out_floors_as_measured(folds):
     # fold is not held out.
     # Over twelve families, 2 of 140: the conv and vae batch-4 runs, slow-convergence both. Over thirteen, 3 of
     # 155: the vae batch-4 run and simclr's rare-val run and ReLU twin (the conv fold now chooses thresholds
-    # that spare its batch-4 run).
-    assert healthy >= 155 and wrong <= 3
+    # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three).
+    assert healthy >= 172 and wrong <= 3
 
 
-def test_thirteen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
-    assert len(folds["families"]) >= 13
+def test_fourteen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 14
     coverage = folds["cause_coverage"]
     # One oversized batch is confirmed in resnet and seqcls (the cnn family's 24x24 batch rose only
     # 1.1-3.8x its twin's loss, short of the truth's 3x on three epochs: kept, not scored); gradient
@@ -172,11 +177,12 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     # runs at NT-Xent temperature 0.5 and 0.1, the group's baseline is the 0.1 run (the lowest final val
     # loss: another loss scale from the same start, ln 127), and every healthy 0.5 run, which floors near
     # 2.9, is slow against it: P 0.59, R 0.96, 16 of 155 healthy flagged. A group must hold one loss
-    # definition; nothing in the curves says so. Not fixed: recorded as measured.
+    # definition; nothing in the curves says so. Not fixed: recorded as measured. Over fourteen (unet, blind):
+    # P 0.57, R 0.96, 18 of 172.
     slow = grouped["grouped_held_out"]["slow-convergence"]
-    assert slow["precision"] >= 0.58 and slow["recall"] >= 0.95, slow
+    assert slow["precision"] >= 0.56 and slow["recall"] >= 0.95, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 16 and total >= 155
+    assert bad <= 18 and total >= 172
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -191,15 +197,16 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     # at its first level was a third until the group rule measured a run's fall from its first point when
     # it blew up at once, and to where it ended rather than the lowest it dipped.
     # Over thirteen families 0.59 grouped against 0.75 alone: the simclr group's temperature-0.1 baseline (above).
-    assert slow["precision"] >= 0.58
+    # Over fourteen, 0.57 against 0.76.
+    assert slow["precision"] >= 0.56
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 16 and total >= 155  # 16 of 155 (3 alone): see the test above
+    assert bad <= 18 and total >= 172  # 18 of 172 (5 alone): see the test above
     # Macro-F1 falls (0.93 alone, 0.84 (0.838) grouped over twelve families): baseline-regression's two false
     # alarms, healthy batch-4 runs that end far above their baseline's loss, make its row an F1 of 0.
     # (0.849 over eleven; the vae family's init-too-small run is slow even against its group's baseline.)
-    # Over thirteen, 0.81 (0.812): the simclr group's slow false alarms (above).
-    assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.81
+    # Over thirteen, 0.81 (0.812): the simclr group's slow false alarms (above). Over fourteen, 0.80 (0.799).
+    assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.798
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():
