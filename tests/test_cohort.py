@@ -4,6 +4,7 @@ comparison decides (``slow-convergence`` against the baseline, ``baseline-regres
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -14,6 +15,7 @@ from trackerhealth.baseline import MARKED, Cohort, RunProfile, curve, reaches
 from trackerhealth.cli import main
 from trackerhealth.cohort import GroupingError, analyze_groups, choose_baseline, group_key
 from trackerhealth.engine import analyze
+from trackerhealth.loss_setting import is_loss_setting, loss_setting, split_by_setting
 from trackerhealth.schema import CRITICAL, OK, SKIPPED, WARNING, HealthReport, RunHistory, RunRef, Series
 
 STEPS = np.arange(1, 1001, dtype=float)
@@ -29,13 +31,14 @@ def _decay(tau: float, floor: float = 0.05, start: float = 2.3, noise: float = 0
     return clean * (1 + noise * rng.standard_normal(len(STEPS)))
 
 
-def _history(name: str, loss: np.ndarray, *, val: np.ndarray | None = None, state: str | None = None) -> RunHistory:
+def _history(name: str, loss: np.ndarray, *, val: np.ndarray | None = None, state: str | None = None,
+             **config) -> RunHistory:
     series = {"train/loss": Series(STEPS, np.asarray(loss, dtype=float), 1.7e9 + STEPS * 0.1)}
     if val is not None:
         every = STEPS[::50]
         series["val/loss"] = Series(every, val[::50], 1.7e9 + every * 0.1)
-    return RunHistory.from_series(RunRef("files", "team", name, state=state, config={"model": "cnn", "data": "digits"}),
-                                  series)
+    return RunHistory.from_series(RunRef("files", "team", name, state=state,
+                                         config={"model": "cnn", "data": "digits", **config}), series)
 
 
 def _profile(name: str, status: str = OK, final: float = 0.1, val_final: float | None = None, **kw) -> RunProfile:
@@ -309,3 +312,54 @@ def test_keeping_up_with_a_baseline_that_is_itself_slow_vouches_for_nothing():
     for name in ("crawl-0", "crawl-1"):
         finding = reports[name].finding("slow-convergence")
         assert finding.level == WARNING and "not slow for this group" not in finding.message, finding.message
+
+
+# -- runs whose loss is defined differently ---------------------------------------------------------
+def _contrastive_team() -> list[RunHistory]:
+    """One model and data set, two NT-Xent temperatures: at 0.1 the loss ends far lower than any run
+    at 0.5 can (another function, not better training). The temperatures are logged as MLflow
+    (a string) and W&B (a number) would log them. One run at 0.5 has a 5x too small LR."""
+    return [_history("t01", _decay(40, floor=0.05, seed=1), temperature=0.1),
+            _history("t05-a", _decay(40, floor=1.5, seed=2), temperature="0.50"),
+            _history("t05-b", _decay(45, floor=1.5, seed=3), temperature=0.5),
+            _history("t05-slow", _decay(200, floor=1.5, seed=4), temperature="0.5")]
+
+
+def test_runs_are_compared_only_with_the_runs_of_their_group_that_define_the_loss_alike():
+    team = _contrastive_team()
+    # Without the temperature the group's baseline is the 0.1 run, whose level no 0.5 run reaches.
+    blind = [RunHistory(dataclasses.replace(h.ref, config={"model": "cnn"}), {k: h[k] for k in h.keys()}) for h in team]
+    blind_reports = _by_name(analyze_groups(blind, None, lambda h: (("config.model", "cnn"),)))
+    assert blind_reports["t05-a"].group["baseline_name"] == "t01"
+    assert blind_reports["t05-a"].finding("slow-convergence").level == WARNING  # the false alarm this prevents
+    reports = _by_name(analyze_groups(team, None, lambda h: (("config.model", "cnn"),)))
+    for name in ("t05-a", "t05-b"):
+        group = reports[name].group
+        assert group["group"] == {"config.model": "cnn", "temperature": "0.5"} and group["size"] == 3
+        assert reports[name].finding("slow-convergence").level == OK, name
+    assert reports["t05-slow"].group["baseline_name"] in ("t05-a", "t05-b")
+    assert reports["t05-slow"].finding("slow-convergence").level == WARNING
+    # The 0.1 run has no run of its own setting to compare with, and says why.
+    lone = reports["t01"]
+    assert lone.group["size"] == 1 and lone.group["baseline"] is None
+    assert "temperature=0.1" in lone.group["reason"] and "defined otherwise" in lone.group["reason"]
+    assert lone.finding("baseline-regression").level == SKIPPED
+
+
+def test_a_loss_setting_is_named_by_its_key_and_optimisation_settings_are_not():
+    for key in ("temperature", "model.loss.temperature", "Label-Smoothing", "w_dice", "aux_loss_weight",
+                "lambda_kl", "kl_coef", "pos_weight", "beta", "criterion", "loss"):
+        assert is_loss_setting(key), key
+    for key in ("lr", "learning_rate", "weight_decay", "adam_beta1", "betas", "eps", "batch_size", "loss_scale",
+                "fp16", "optimizer", "warmup_steps", "dropout"):
+        assert not is_loss_setting(key), key
+    # Numbers in a loss function's key are a logged value, not a definition; W&B's wrappers are read.
+    assert loss_setting({"loss": 0.31, "criterion": "CrossEntropy", "opt": {"temperature": {"value": 0.07}}}) == (
+        ("criterion", "crossentropy"), ("opt.temperature", "0.07"))
+
+
+def test_a_group_is_split_only_by_the_loss_entries_that_differ_and_a_missing_one_is_its_own_value():
+    parts = split_by_setting({"a": (("beta", "1"), ("loss", "bce+kl")), "b": (("beta", "4"), ("loss", "bce+kl")),
+                              "c": (("beta", "1"), ("loss", "bce+kl")), "d": (("loss", "bce+kl"),)})
+    assert parts == {(("beta", "1"),): ["a", "c"], (("beta", "4"),): ["b"], (("beta", "(none)"),): ["d"]}
+    assert split_by_setting({"a": (("loss", "mse"),), "b": (("loss", "mse"),)}) == {(): ["a", "b"]}

@@ -121,6 +121,9 @@ class RunProfile:
     status: str = ""  # the run's own single-run status
     finished: bool = True  # a running or crashed run is never a baseline
     marked: bool = False  # the user marked it as the group's baseline
+    # Its logged config entries that define the loss (trackerhealth.loss_setting): a group compares
+    # loss levels only between runs that agree on the ones that differ among its members.
+    loss_setting: tuple[tuple[str, str], ...] = ()
     # The other curves a dashboard draws faintly behind a sibling's (role → curve): val loss,
     # gradient norm, learning rate, GPU utilization, step time, where logged.
     curves: tuple[tuple[str, Curve], ...] = ()

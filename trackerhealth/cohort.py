@@ -22,6 +22,7 @@ import numpy as np
 
 from .baseline import DRAWN_ROLES, HEALTHIEST, MARKED, Cohort, RunProfile, curve, final_level, finite_median
 from . import config_facts
+from .loss_setting import loss_setting, split_by_setting
 from .config import Config
 from .engine import analyze
 from .roles import RoleView, resolve
@@ -139,6 +140,7 @@ def profile(view: RoleView, report: HealthReport, *, finished: bool = True, mark
         step_seconds=finite_median(view.series("step_time")), throughput=finite_median(view.series("throughput")),
         batch_size=_batch_size(view.ref.config),
         grad_norm=finite_median(view.series("grad_norm")), status=report.status, finished=finished, marked=marked,
+        loss_setting=loss_setting(view.ref.config),
         curves=tuple((role, c) for role in DRAWN_ROLES if (c := curve(view.series(role))) is not None))
 
 
@@ -166,20 +168,37 @@ def choose_baseline(members: Sequence[RunProfile]) -> tuple[RunProfile | None, s
 
 
 def cohorts(profiles: Sequence[RunProfile], keys: Mapping[str, GroupKey | None]) -> dict[str, Cohort]:
-    """Each grouped run's :class:`Cohort`, from the profiles of the runs with a group key (by run id)."""
+    """Each grouped run's :class:`Cohort`, from the profiles of the runs with a group key (by run id).
+
+    A group whose runs define their loss differently (:mod:`trackerhealth.loss_setting`: a
+    temperature, a loss term's weight) is compared in parts, one per loss setting: each part gets
+    its own baseline, and its group key carries the setting (``temperature=0.5``), so a run is
+    never called slow for not reaching a loss that another function computes."""
     groups: dict[GroupKey, list[RunProfile]] = {}
     out: dict[str, Cohort] = {}
     for p in profiles:
         groups.setdefault(keys[p.run_id], []).append(p)
     for key, members in groups.items():
-        if len(members) == 1:
-            cohort = alone(key)
-        else:
-            base, rule, reason = choose_baseline(members)
-            cohort = Cohort(key, len(members), base, rule, reason)
-        for p in members:
-            out[p.run_id] = dataclasses.replace(cohort, batch_size=p.batch_size)
+        by_id = {p.run_id: p for p in members}
+        parts = split_by_setting({p.run_id: p.loss_setting for p in members})
+        for setting, ids in parts.items():
+            part = [by_id[i] for i in ids]
+            cohort = _part_cohort(key, setting, part, len(members))
+            for p in part:
+                out[p.run_id] = dataclasses.replace(cohort, batch_size=p.batch_size)
     return out
+
+
+def _part_cohort(key: GroupKey, setting: tuple[tuple[str, str], ...], part: Sequence[RunProfile], group_size: int) -> Cohort:
+    """The cohort of one loss setting's runs within a group of ``group_size``."""
+    full_key = tuple(key) + tuple(setting)
+    if len(part) > 1:
+        return Cohort(full_key, len(part), *choose_baseline(part))
+    if len(part) == group_size:
+        return alone(full_key)
+    words = ", ".join(f"{k}={v}" for k, v in setting)
+    return Cohort(full_key, 1, reason=f"the only run of its group of {group_size} with {words}: runs whose "
+                                      "loss is defined otherwise end at other levels and are not compared")
 
 
 def analyze_groups(histories: Sequence[RunHistory], config: Config | None,

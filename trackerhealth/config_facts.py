@@ -85,7 +85,8 @@ _PRECISIONS = {"16": "fp16", "16.0": "fp16", "16-mixed": "fp16", "16-true": "fp1
 _TRUE, _FALSE = {"true", "yes", "on"}, {"false", "no", "off"}
 
 
-def _norm(key: str) -> str:
+def norm_key(key: str) -> str:
+    """A key compared case- and separator-insensitively: "Learning-Rate" and "learning_rate" are one."""
     return re.sub(r"[\s\-]+", "_", key.strip().lower())
 
 
@@ -96,7 +97,7 @@ def unwrap(value: Any) -> Any:
     return value
 
 
-def _flatten(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+def flatten(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     """``(dotted key, leaf value)`` pairs, shallow keys first (a top-level ``lr`` wins over a nested one)."""
     out, nested = [], []
     for k, v in config.items():
@@ -109,11 +110,12 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any
         else:
             out.append((key, v))
     for key, v in nested:
-        out.extend(_flatten(v, key + "."))
+        out.extend(flatten(v, key + "."))
     return out
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A finite number from a config value (a number, or a string that reads as one); None otherwise."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -157,10 +159,10 @@ def facts(config: Mapping[str, Any] | None) -> ConfigFacts:
     """The optimizer facts a run's config states; a fact it does not state is None."""
     if not config:
         return ConfigFacts()
-    pairs = _flatten(config)
+    pairs = flatten(config)
     by_alias: dict[str, list[tuple[str, Any]]] = {}
     for key, value in pairs:
-        by_alias.setdefault(_norm(key.rsplit(".", 1)[-1]), []).append((key, value))
+        by_alias.setdefault(norm_key(key.rsplit(".", 1)[-1]), []).append((key, value))
 
     def find(fact: str, parse):
         for alias in ALIASES[fact]:
@@ -174,7 +176,7 @@ def facts(config: Mapping[str, Any] | None) -> ConfigFacts:
     if optimizer is None:  # {"optimizer": {"name": "adam", "lr": …}} was flattened to optimizer.name
         for key, value in pairs:
             head, _, leaf = key.rpartition(".")
-            if _norm(head.rsplit(".", 1)[-1]) in ALIASES["optimizer"] and leaf in _NAME_KEYS:
+            if norm_key(head.rsplit(".", 1)[-1]) in ALIASES["optimizer"] and leaf in _NAME_KEYS:
                 name = _optimizer_name(value)
                 if name:
                     optimizer = Fact(name, key)
@@ -199,24 +201,24 @@ def _clip_value(value: Any) -> float | None:
     """The clip norm; 0.0 when the key says "no clipping" (0, None, "None" — HF and Lightning's off)."""
     if value is None or (isinstance(value, str) and value.strip().lower() in _NONE):
         return 0.0
-    x = _number(value)
+    x = number(value)
     if x is None:
         return None
     return max(x, 0.0)
 
 
 def _positive(value: Any) -> float | None:
-    x = _number(value)
+    x = number(value)
     return x if x is not None and x > 0 else None
 
 
 def _non_negative(value: Any) -> float | None:
-    x = _number(value)
+    x = number(value)
     return x if x is not None and x >= 0 else None
 
 
 def _positive_int(value: Any) -> int | None:
-    x = _number(value)
+    x = number(value)
     return int(x) if x is not None and x >= 1 and float(x).is_integer() else None
 
 

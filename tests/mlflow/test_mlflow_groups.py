@@ -142,6 +142,35 @@ def test_child_runs_of_one_parent_are_a_group_by_default(mlflow_server, direct, 
     assert "sweep" not in runs
 
 
+# -- one model and data set, two loss definitions (evidence/torch's SimCLR family) ---------------------
+T01 = ("simclr_temperature_01", "simclr_twin_adam_t01")
+T05 = ("simclr_twin_adam", "simclr_warmup_cosine", "simclr_rare_val", "simclr_lr_too_low")
+
+
+def test_a_group_compares_loss_levels_only_between_runs_whose_logged_loss_setting_agrees(mlflow_server, direct,
+                                                                                        experiment, cache_dir):
+    # NT-Xent at temperature 0.1 ends far below anything a run at 0.5 can reach. Grouped by model and
+    # data alone, the 0.1 run was the baseline and every healthy 0.5 run was "slow" (14 false alarms
+    # on the corpus); the logged temperature param splits the group in two, each with its own baseline.
+    exp_id, exp_name = experiment
+    for name in (*T01, *T05):
+        entry = _entry(name)
+        (history,) = read_histories(lofo.TORCH / entry["file"])
+        log_history(direct, exp_id, history, name, params={"model": entry["model"], "dataset": entry["dataset"],
+                                                           "temperature": str(entry["config"]["temperature"])})
+    runs = _runs(_scan(mlflow_server.url, cache_dir, exp_name, "--dry-run", *GROUP))
+    for name in T05:
+        group = runs[name]["group"]
+        assert group["group"]["temperature"] == "0.5" and group["size"] == len(T05), (name, group)
+        assert group["baseline_name"] in T05
+    for name in T01:
+        assert runs[name]["group"]["group"]["temperature"] == "0.1" and runs[name]["group"]["size"] == len(T01)
+    for name in T05[:3]:
+        assert _finding(runs[name], "slow-convergence")["level"] == "ok", (name, _finding(runs[name], "slow-convergence"))
+    slow = _finding(runs["simclr_lr_too_low"], "slow-convergence")
+    assert slow["level"] == "warning" and "slower_than_baseline" in {e["code"] for e in slow["evidence"]}, slow
+
+
 # -- a real sweep: 12 torch trainings over LR x batch size (evidence/torch/sweep.py) ---------------------
 SWEEP = lofo.TORCH / "sweep"
 
