@@ -165,48 +165,39 @@ def test_the_recorded_grouped_figures_are_what_the_code_measures(grouped):
 
 
 def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measured(grouped):
-    # The shipped defaults were set with this corpus in view; each family analysed with its group and
-    # the single-run thresholds its fold chose on the other families is the fairer figure: precision
-    # 0.89 as measured over ten families, recall 1.00; 3 of 105 healthy runs with a wrong finding. The
-    # false alarms are the resnet family's (scored once, held out): its label-noise run, whose train loss
-    # plateaus high, is slow against the clean baseline, and its batch-4 run ends above its baseline
-    # (baseline-regression), as does the multitask family's. The other slow false alarm is the vit
-    # family's AdamW at lr 1 (blind, held out): blown up after warm-up, then flat at ln 10, below its
-    # first point (3.3), so neither never-learned nor spared by the group rule. Over twelve families: P 0.91,
-    # R 0.95, 3 of 140. The thirteenth, simclr (blind), breaks it: its group (one model, one data set) holds
-    # runs at NT-Xent temperature 0.5 and 0.1, the group's baseline is the 0.1 run (the lowest final val
-    # loss: another loss scale from the same start, ln 127), and every healthy 0.5 run, which floors near
-    # 2.9, is slow against it: P 0.59, R 0.96, 16 of 155 healthy flagged. A group must hold one loss
-    # definition; nothing in the curves says so. Not fixed: recorded as measured. Over fourteen (unet, blind):
-    # P 0.57, R 0.96, 18 of 172.
+    # Each family analysed with its group and the single-run thresholds its fold chose on the other
+    # families (the shipped defaults were set with this corpus in view). Over fourteen families:
+    # P 0.89, R 0.92, 4 of 172 healthy runs with a wrong finding: resnet's label-noise run (its train
+    # loss plateaus high: slow against the clean baseline), simclr's 12-layer ReLU MLP encoder (alone
+    # in its group, slow by its shape) and two healthy batch-4 runs that end above their baselines
+    # (baseline-regression). The third slow false alarm is on a faulty run: vit's AdamW at lr 1 (blown
+    # up after warm-up, then flat below its first point) is called slow, not oscillating. Before a group compared only runs that agree on their logged loss
+    # setting (trackerhealth/loss_setting.py) it was P 0.57, 18 of 172: the simclr group's
+    # temperature-0.1 baseline made every healthy temperature-0.5 run slow, and the unet group's
+    # Dice-only baseline did the same to BCE + Dice runs. The key names that rule reads were chosen
+    # after seeing those two groups: this figure is not held out for it.
     slow = grouped["grouped_held_out"]["slow-convergence"]
-    assert slow["precision"] >= 0.56 and slow["recall"] >= 0.95, slow
+    assert slow["precision"] >= 0.88 and slow["recall"] >= 0.92, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 18 and total >= 172
+    assert bad <= 4 and total >= 172
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
     slow, alone = grouped["grouped"]["slow-convergence"], grouped["alone"]["slow-convergence"]
-    # As measured (evidence/torch/cohort.json): recall 1.00 and precision 0.90 (the target: 0.9 for
-    # both) against 0.86 and 0.92 alone, with the shipped defaults (several chosen after seeing this
-    # corpus: README "Compare runs"). Alone, rnn_lr_too_low is found since back_loaded went to 0.25
-    # with its first-tenth gate; the group is what finds the slow runs one curve cannot.
+    # As measured (evidence/torch/cohort.json), with the shipped defaults: recall 0.92 and precision
+    # 0.89 grouped against 0.76 and 0.76 alone. The group finds runs one curve cannot: they bend
+    # early and then crawl (vit Adam eps 1.0, LR too low) or sit near their start for most of the run.
+    # unet's Adam eps 1.0 run was found only against the Dice-only baseline, a loss it cannot reach
+    # (right for the wrong reason); against its own loss setting's baseline it is missed.
     assert slow["recall"] >= 0.9 > alone["recall"]
-    # Precision 0.89 grouped against 0.92 alone: the resnet label-noise run and the vit AdamW-lr-1 run are
-    # slow against the clean baseline (held-out false alarms of the group rule). The resnet SGD run bouncing
-    # at its first level was a third until the group rule measured a run's fall from its first point when
-    # it blew up at once, and to where it ended rather than the lowest it dipped.
-    # Over thirteen families 0.59 grouped against 0.75 alone: the simclr group's temperature-0.1 baseline (above).
-    # Over fourteen, 0.57 against 0.76.
-    assert slow["precision"] >= 0.56
-    assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small"}
+    assert slow["precision"] >= 0.88
+    assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
+                                                               "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 18 and total >= 172  # 18 of 172 (5 alone): see the test above
-    # Macro-F1 falls (0.93 alone, 0.84 (0.838) grouped over twelve families): baseline-regression's two false
-    # alarms, healthy batch-4 runs that end far above their baseline's loss, make its row an F1 of 0.
-    # (0.849 over eleven; the vae family's init-too-small run is slow even against its group's baseline.)
-    # Over thirteen, 0.81 (0.812): the simclr group's slow false alarms (above). Over fourteen, 0.80 (0.799).
-    assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.798
+    assert bad <= 4 and total >= 172  # 4 of 172 (5 alone): see the test above
+    # Macro-F1 is lower grouped (0.82) than alone (0.90): baseline-regression's two false alarms,
+    # healthy batch-4 runs that end far above their baseline's loss, make its row an F1 of 0.
+    assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.82
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():
