@@ -74,6 +74,30 @@ def test_runs_of_one_wandb_group_are_compared_by_default_and_by_config_keys(wand
     assert "group, job_type, sweep or config.NAME" in out
 
 
+def test_a_wandb_group_is_compared_in_parts_by_the_loss_setting_each_runs_config_logs(wandb_env, tmp_path):
+    # One W&B group, one model and data set, NT-Xent at temperature 0.1 and 0.5 (evidence/torch's
+    # SimCLR runs). The listing leaves configs out; the scan reads each analysed run's, so the group is
+    # split by temperature and no healthy 0.5 run is "slow" against the 0.1 run's lower loss.
+    t01 = ("simclr_temperature_01", "simclr_twin_adam_t01")
+    t05 = ("simclr_twin_adam", "simclr_warmup_cosine", "simclr_lr_too_low", "simclr_adam_eps_large")
+    for name in (*t01, *t05):
+        entry = next(e for e in manifest.load() if e["name"] == name)
+        _add(wandb_env.store, "simclr", name, lofo.TORCH / entry["file"], group="simclr-w32",
+             config={"model": entry["model"], "temperature": entry["config"]["temperature"], "lr": entry["config"]["lr"],
+                     "optimizer": entry["config"]["optimizer"], "eps": entry["config"]["eps"]})
+    runs = _runs(_scan("simclr", tmp_path, "--dry-run"))
+    for name in t05:
+        assert runs[name]["group"]["group"] == {"group": "simclr-w32", "temperature": "0.5"}, runs[name]["group"]
+        assert runs[name]["group"]["size"] == len(t05) and runs[name]["group"]["baseline_name"] in t05
+    assert runs[t01[0]]["group"]["group"]["temperature"] == "0.1"
+    for name in t05[:2]:
+        assert _level(runs[name], "slow-convergence") == "ok", name
+    assert _level(runs["simclr_lr_too_low"], "slow-convergence") == "warning"
+    # The config reaches the finding's evidence too: Adam with epsilon 1.0.
+    assert _level(runs["simclr_adam_eps_large"], "slow-convergence") == "warning"
+    assert "config_adam_epsilon" in _codes(runs["simclr_adam_eps_large"], "slow-convergence")
+
+
 def test_an_incremental_rescan_compares_a_changed_run_with_its_whole_group(wandb_env, tmp_path):
     _rnn(wandb_env.store, "rnn-inc")
     first = _scan("rnn-inc", tmp_path)

@@ -385,9 +385,13 @@ class WandbApiAdapter(Adapter):
         cache = self._ensure_cache()
         signature = cache.signature(run.lines, run.heartbeat, run.ref.state)
         entry, cached, cached_system = cache.lookup(run.ref.id)
+        # The config (what corroborates a finding and splits a group by its loss setting): the
+        # listing is lazy and leaves it out, so one request per run that is analysed.
+        run = dataclasses.replace(run, ref=dataclasses.replace(run.ref, config=self._config(run)))
         if entry is not None and all(entry.get(k) == v for k, v in signature.items()):
             cache.touch(run.ref.id)
-            return Fetched(self._history(run, cached, cached_system, []), cached_points=len(cached) + len(cached_system))
+            return Fetched(self._history(run, cached, cached_system, []), cached_points=len(cached) + len(cached_system),
+                           requests=1)
         history = cached if entry is not None else LongRows()
         min_step = int(entry["last_step"]) + 1 if entry is not None else 0
         rows = self._read(run, lambda: list(run.sdk.scan_history(page_size=PAGE_SIZE, min_step=min_step,
@@ -404,7 +408,12 @@ class WandbApiAdapter(Adapter):
         cache.store(run.ref.id, history, system, signature, last_step)
         fetched = len(history) - n_cached + len(system)
         return Fetched(self._history(run, history, system, [note] if note else []), fetched_points=fetched,
-                       cached_points=n_cached, requests=2)
+                       cached_points=n_cached, requests=3)
+
+    def _config(self, run: WandbApiRun) -> dict:
+        """The run's config as ``wandb.init`` got it (W&B's ``{"value": …}`` wrappers taken off)."""
+        config = self._read(run, lambda: dict(run.sdk.config or {}), "config") or {}
+        return {k: unwrap(v) for k, v in config.items() if not str(k).startswith("_wandb")}
 
     def _history(self, run: WandbApiRun, history: LongRows, system: LongRows, notes: list[str]) -> RunHistory:
         import numpy as np
