@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from .family_runs import manifest_entry
+
 # Fixed and sorted: which packages' long descriptions are read (present in the project's venv).
 PACKAGES = ("click", "mlflow", "pandas", "prettytable", "rich", "sympy", "threadpoolctl", "torch", "tqdm", "typer")
 MAX_CHARS_PER_PACKAGE = 20_000
@@ -115,8 +117,6 @@ def val_loss_fn(model: torch.nn.Module, val: tuple[torch.Tensor, torch.Tensor], 
     return fn
 
 
-def entry(family: str, name: str, model: str, style: str, file: str, *, faults: list[str], intended: list[str],
-          cause: str, twin: str | None, seed: int, config: dict, truth: dict, description: str, **extra) -> dict:
-    return {"name": name, "family": family, "model": model, "dataset": "pkg-text-chars", "style": style,
-            "file": file, "faults": faults, "intended": intended, "cause": cause, "twin": twin, "seed": seed,
-            "config": config, "truth": truth, "description": description, **extra}
+def entry(family: str, name: str, model: str, style: str, file: str, **fields) -> dict:
+    """A text family's manifest entry (:func:`evidence.torch.family_runs.manifest_entry` on the package text)."""
+    return manifest_entry(family, name, model, "pkg-text-chars", style, file, **fields)

@@ -22,9 +22,9 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from . import truth
-from ._pipeline import loader_batches
-from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, minibatches, seed_all, shrink_init
+from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, seed_all, shrink_init
 from .integrations import hf_trainer_run, lightning_module, lightning_run
+from .family_runs import FamilyRuns, batches_for, describe_injections
 from .sinks import open_run
 
 FAMILY = "ae"
@@ -136,9 +136,8 @@ def corrupt_flat_nan_at(step: int):
     return wrap
 
 
-class _Runs:
-    def __init__(self, root: Path):
-        self.root, self.taps, self.results, self.entries = root, {}, {}, []
+class _Runs(FamilyRuns):
+    family, dataset = FAMILY, DATASET
 
     def train(self, name: str, style: str, naming: str, cfg: dict, *, before_step=None, corrupt=None,
               bad_shard: tuple[int, int] | None = None, val_every: int = 20, log_every: int = 1):
@@ -146,37 +145,21 @@ class _Runs:
         xt, xv = digits(cfg["seed"], cfg["n_train"], bad_shard)
         model = _model(cfg)
         opt = make_optimizer(model.parameters(), cfg)
-        if cfg["loader"] == "memory":
-            batches = minibatches(xt, xt, cfg["batch_size"], cfg["seed"], cfg["shuffle"])
-        else:  # a real DataLoader: "fast" (TensorDataset) or "slow_io" (each image takes io_delay_s to arrive)
-            batches = loader_batches(xt, xt, cfg["batch_size"], cfg["seed"], cfg["loader"], num_workers=cfg["num_workers"],
-                                     delay_s=cfg.get("io_delay_s", 0.0005), shuffle=cfg["shuffle"])
+        batches = batches_for(xt, xt, cfg, default_delay_s=0.0005)
         if corrupt is not None:
             batches = corrupt(batches, -(-len(xt) // cfg["batch_size"]))
         val_fn = _val_loss_fn(model, xv)
         if cfg["early_stop"]:
             batches = early_stopping(batches, val_fn, cfg["early_stop"])
         logged_cfg = dict(cfg, model=model_name(cfg), dataset=DATASET, n_train=len(xt))
-        if bad_shard is not None:
-            logged_cfg["bad_shard_rows"] = list(bad_shard)
-        if corrupt is not None:
-            logged_cfg["corruption"] = corrupt.label
-        if before_step is not None:
-            logged_cfg["lr_spike"] = before_step.label
+        describe_injections(logged_cfg, corrupt=corrupt, before_step=before_step, bad_shard_rows=bad_shard)
         log = open_run(style, self.root, name, logged_cfg)
         res = fit(model, batches, _loss_fn(cfg["input_noise"]), opt, log,
                   epochs=10_000, naming=naming, scheduler=make_scheduler(opt, cfg), val_fn=val_fn, val_every=val_every,
                   log_every=log_every, layer_grads=_layers(cfg), clip=cfg["clip"], before_step=before_step,
                   max_steps=cfg["max_steps"])
-        file = log.close()
-        self.taps[name], self.results[name] = log.logged, res
+        file = self.keep(name, log, res)
         return file, logged_cfg
-
-    def add(self, name, style, file, cfg, *, faults, intended, cause, twin, truth_measures, description, **extra):
-        self.entries.append({
-            "name": name, "family": FAMILY, "model": cfg["model"], "dataset": DATASET,
-            "style": style, "file": file, "faults": faults, "intended": intended, "cause": cause, "twin": twin,
-            "seed": cfg["seed"], "config": cfg, "truth": truth_measures, "description": description, **extra})
 
 
 def build(root: Path, only: set[str] | None) -> list[dict]:

@@ -366,7 +366,6 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
     for name, over, desc in healthy:
         if only is not None and name not in only:
             continue
-        extra = {}
         record_plain(name, over, "healthy", desc)
         if name == "multitask_digits_weighted_tasks":
             lg = runs[name][1]

@@ -6,7 +6,6 @@ Every fault run has a twin with the one setting put right; labels come from :mod
 from __future__ import annotations
 
 import math
-import time
 import unicodedata
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import torch
 
 from . import _text, truth
 from .common import NAMES, fit, make_optimizer, make_scheduler, minibatches, seed_all, shrink_init
-from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
 
 FAMILY = "rnn"

@@ -31,10 +31,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import truth
-from ._pipeline import loader_batches
-from .common import (NAMES, corrupt_nan_at, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, minibatches,
+from .common import (NAMES, corrupt_nan_at, early_stopping, fit, lr_spike, make_optimizer, make_scheduler,
                      seed_all, shrink_init)
 from .integrations import lightning_module, lightning_run
+from .family_runs import FamilyRuns, batches_for, describe_injections
 from .sinks import open_run
 
 FAMILY = "unet"
@@ -201,9 +201,8 @@ class _WithValTerms:
         self.inner.log(metrics, step)
 
 
-class Runs:
-    def __init__(self, root: Path):
-        self.root, self.taps, self.results, self.entries = root, {}, {}, []
+class Runs(FamilyRuns):
+    family, dataset = FAMILY, DATASET
 
     def train(self, name: str, style: str, naming: str, over: dict, *, before_step=None, corrupt=None,
               bad_shard: tuple[int, int] | None = None, val_every: int = 20, log_every: int = 1):
@@ -213,11 +212,7 @@ class Runs:
         opt = make_optimizer(model.parameters(), cfg)
         if cfg["noise"] == "fixed":  # one noisy copy of each training image, the same every epoch
             xt = corrupt_inputs(xt, torch.Generator().manual_seed(cfg["seed"] + 3))
-        if cfg["loader"] == "memory":
-            batches = minibatches(xt, mt, cfg["batch_size"], cfg["seed"], cfg["shuffle"])
-        else:  # a real DataLoader: "fast" (TensorDataset) or "slow_io" (each image takes io_delay_s to arrive)
-            batches = loader_batches(xt, mt, cfg["batch_size"], cfg["seed"], cfg["loader"], num_workers=cfg["num_workers"],
-                                     delay_s=cfg.get("io_delay_s", 0.001), shuffle=cfg["shuffle"])
+        batches = batches_for(xt, mt, cfg, default_delay_s=0.001)
         if cfg["noise"] == "fresh":
             batches = noisy_batches(batches, cfg["seed"])
         if corrupt is not None:
@@ -236,12 +231,7 @@ class Runs:
             batches = early_stopping(batches, val_fn, cfg["early_stop"])
         logged = dict(cfg, model=model_name(cfg), dataset=DATASET, n_train=len(xt),
                       loss=f"{cfg['w_bce']:g}*bce(pos_weight={cfg['pos_weight']:g})+{cfg['w_dice']:g}*soft_dice")
-        if bad_shard is not None:
-            logged["bad_shard_rows"] = list(bad_shard)
-        if corrupt is not None:
-            logged["corruption"] = corrupt.label
-        if before_step is not None:
-            logged["lr_spike"] = before_step.label
+        describe_injections(logged, corrupt=corrupt, before_step=before_step, bad_shard_rows=bad_shard)
         log = open_run(style, self.root, name, logged)
 
         def loss_fn(m, batch):
@@ -252,15 +242,8 @@ class Runs:
                   scheduler=make_scheduler(opt, cfg), val_fn=val_fn, val_every=val_every, log_every=log_every,
                   layer_grads=LAYERS if cfg["arch"] == "unet" else PLAIN_LAYERS, clip=cfg["clip"],
                   before_step=before_step, max_steps=cfg["max_steps"])
-        file = log.close()
-        self.taps[name], self.results[name] = log.logged, res
+        file = self.keep(name, log, res)
         return file, logged
-
-    def add(self, name, style, file, cfg, *, faults, intended, cause, twin, truth_measures, description, **extra):
-        self.entries.append({
-            "name": name, "family": FAMILY, "model": cfg["model"], "dataset": DATASET, "style": style, "file": file,
-            "faults": faults, "intended": intended, "cause": cause, "twin": twin, "seed": cfg["seed"], "config": cfg,
-            "truth": truth_measures, "description": description, **extra})
 
 
 def build(root: Path, only: set[str] | None) -> list[dict]:

@@ -33,9 +33,9 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from . import truth
-from ._pipeline import loader_batches
-from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, minibatches, seed_all, shrink_init
+from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, seed_all, shrink_init
 from .integrations import lightning_module, lightning_run
+from .family_runs import FamilyRuns, batches_for, describe_injections
 from .sinks import open_run
 
 FAMILY = "vae"
@@ -185,11 +185,10 @@ def nan_pixel_at(step: int, pixel: int = 36):
     return wrap
 
 
-class Runs:
+class Runs(FamilyRuns):
     """Trains runs, keeps their in-memory taps and fit results, and collects manifest entries."""
 
-    def __init__(self, root: Path):
-        self.root, self.taps, self.results, self.entries = root, {}, {}, []
+    family, dataset = FAMILY, DATASET
 
     def train(self, name: str, style: str, naming: str, over: dict, *, before_step=None, corrupt=None,
               noise_rows: tuple[int, int] | None = None, val_every: int = 20, log_every: int = 1):
@@ -197,36 +196,20 @@ class Runs:
         xt, xv = digit_rows(cfg["seed"], cfg["n_train"], noise_rows)
         model = build_model(cfg)
         opt = make_optimizer(model.parameters(), cfg)
-        if cfg["loader"] == "memory":
-            batches = minibatches(xt, xt, cfg["batch_size"], cfg["seed"], cfg["shuffle"])
-        else:  # a real DataLoader: "fast" (in-memory TensorDataset) or "slow_io" (each digit takes io_delay_s)
-            batches = loader_batches(xt, xt, cfg["batch_size"], cfg["seed"], cfg["loader"], num_workers=cfg["num_workers"],
-                                     delay_s=cfg.get("io_delay_s", 0.001), shuffle=cfg["shuffle"])
+        batches = batches_for(xt, xt, cfg, default_delay_s=0.001)
         if corrupt is not None:
             batches = corrupt(batches, -(-len(xt) // cfg["batch_size"]))
         val_fn = val_fn_for(model, xv, cfg)
         if cfg["early_stop"]:
             batches = early_stopping(batches, val_fn, cfg["early_stop"])
         logged = dict(cfg, model=model_name(cfg), dataset=DATASET, n_train=len(xt), loss="bce_sum+beta*kl")
-        if noise_rows is not None:
-            logged["noise_rows"] = list(noise_rows)
-        if corrupt is not None:
-            logged["corruption"] = corrupt.label
-        if before_step is not None:
-            logged["lr_spike"] = before_step.label
+        describe_injections(logged, corrupt=corrupt, before_step=before_step, noise_rows=noise_rows)
         log = open_run(style, self.root, name, logged)
         res = fit(model, batches, vae_loss(cfg), opt, log, epochs=100_000, naming=naming,
                   scheduler=make_scheduler(opt, cfg), val_fn=val_fn, val_every=val_every, log_every=log_every,
                   layer_grads=grad_layers(model), clip=cfg["clip"], before_step=before_step, max_steps=cfg["max_steps"])
-        file = log.close()
-        self.taps[name], self.results[name] = log.logged, res
+        file = self.keep(name, log, res)
         return file, logged
-
-    def add(self, name, style, file, cfg, *, faults, intended, cause, twin, truth_measures, description, **extra):
-        self.entries.append({
-            "name": name, "family": FAMILY, "model": cfg["model"], "dataset": DATASET, "style": style, "file": file,
-            "faults": faults, "intended": intended, "cause": cause, "twin": twin, "seed": cfg["seed"], "config": cfg,
-            "truth": truth_measures, "description": description, **extra})
 
 
 def build(root: Path, only: set[str] | None) -> list[dict]:

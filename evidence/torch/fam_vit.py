@@ -24,10 +24,10 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from . import truth
-from ._pipeline import loader_batches
-from .common import (NAMES, corrupt_nan_at, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, minibatches,
+from .common import (NAMES, corrupt_nan_at, early_stopping, fit, lr_spike, make_optimizer, make_scheduler,
                      seed_all, shrink_init)
 from .integrations import hf_trainer_run, lightning_module, lightning_run
+from .family_runs import FamilyRuns, batches_for, describe_injections
 from .sinks import open_run
 
 FAMILY = "vit"
@@ -239,9 +239,8 @@ def _val_loss_fn(model: nn.Module, xv: torch.Tensor, yv: torch.Tensor, ink: bool
     return fn
 
 
-class _Runs:
-    def __init__(self, root: Path):
-        self.root, self.taps, self.results, self.entries = root, {}, {}, []
+class _Runs(FamilyRuns):
+    family, dataset = FAMILY, DATASET
 
     def train(self, name: str, style: str, naming: str, cfg: dict, *, before_step=None, corrupt=None,
               bad_shard: tuple[int, int] | None = None, val_every: int = 20, log_every: int = 1):
@@ -250,11 +249,7 @@ class _Runs:
         xt, yt, xv, yv = digits(cfg["seed"], cfg["n_train"], cfg["label_noise"], bad_shard, cfg["raw_pixels"], cfg["ink"])
         model = _model(cfg)
         opt = make_optimizer(model.parameters(), cfg)
-        if cfg["loader"] == "memory":
-            batches = minibatches(xt, yt, cfg["batch_size"], cfg["seed"], cfg["shuffle"])
-        else:  # a real DataLoader: "fast" (TensorDataset) or "slow_io" (each image takes io_delay_s to arrive)
-            batches = loader_batches(xt, yt, cfg["batch_size"], cfg["seed"], cfg["loader"], num_workers=cfg["num_workers"],
-                                     delay_s=cfg.get("io_delay_s", 0.0005), shuffle=cfg["shuffle"])
+        batches = batches_for(xt, yt, cfg, default_delay_s=0.0005)
         if corrupt is not None:
             batches = corrupt(batches, -(-len(xt) // cfg["batch_size"]))
         val_fn = _val_loss_fn(model, xv, yv, ink)
@@ -263,12 +258,7 @@ class _Runs:
         logged_cfg = dict(cfg, model=model_name(cfg), dataset=DATASET, n_train=len(xt))
         if ink:
             logged_cfg["tasks"] = ["digit", "ink"]
-        if bad_shard is not None:
-            logged_cfg["bad_shard_rows"] = list(bad_shard)
-        if corrupt is not None:
-            logged_cfg["corruption"] = corrupt.label
-        if before_step is not None:
-            logged_cfg["lr_spike"] = before_step.label
+        describe_injections(logged_cfg, corrupt=corrupt, before_step=before_step, bad_shard_rows=bad_shard)
 
         def loss_fn(m, b):
             total, parts = _terms(m, b[0], b[1], ink)
@@ -278,16 +268,9 @@ class _Runs:
         res = fit(model, batches, loss_fn, opt, log, epochs=10_000, naming=naming, scheduler=make_scheduler(opt, cfg),
                   val_fn=val_fn, val_every=val_every, log_every=log_every, layer_grads=layers(cfg["depth"]),
                   clip=cfg["clip"], before_step=before_step, max_steps=cfg["max_steps"])
-        file = log.close()
+        file = self.keep(name, log, res)
         logged_cfg["steps_trained"] = res.steps
-        self.taps[name], self.results[name] = log.logged, res
         return file, logged_cfg
-
-    def add(self, name, style, file, cfg, *, faults, intended, cause, twin, truth_measures, description, **extra):
-        self.entries.append({
-            "name": name, "family": FAMILY, "model": cfg["model"], "dataset": DATASET,
-            "style": style, "file": file, "faults": faults, "intended": intended, "cause": cause, "twin": twin,
-            "seed": cfg["seed"], "config": cfg, "truth": truth_measures, "description": description, **extra})
 
 
 def build(root: Path, only: set[str] | None) -> list[dict]:

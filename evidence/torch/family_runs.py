@@ -1,0 +1,71 @@
+"""The bookkeeping every family's run registry shares: what a run's logged config says about the
+fault injected into it, the taps and fit results kept for its truth check, and its manifest entry.
+
+Each family's ``Runs.train`` builds its own model, data and loss and trains with
+:func:`evidence.torch.common.fit`; the rest — the same for every family — is here, so a manifest
+entry has one layout whichever family wrote it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._pipeline import loader_batches
+from .common import minibatches
+
+
+def manifest_entry(family: str, name: str, model: str, dataset: str, style: str, file: str, *, faults: list[str],
+                   intended: list[str], cause: str, twin: str | None, seed: int, config: dict, truth: dict,
+                   description: str, **extra) -> dict:
+    """One run's entry in ``evidence/torch/manifest/<family>.json``."""
+    return {"name": name, "family": family, "model": model, "dataset": dataset, "style": style, "file": file,
+            "faults": faults, "intended": intended, "cause": cause, "twin": twin, "seed": seed, "config": config,
+            "truth": truth, "description": description, **extra}
+
+
+def describe_injections(logged: dict, *, corrupt=None, before_step=None, **row_ranges) -> dict:
+    """``logged`` (the config a run logs) with the faults injected into its data and schedule:
+    each row range given (``bad_shard_rows=(640, 704)``; None: not injected) as a list, then the
+    corruption's and the LR spike's labels."""
+    for key, rows in row_ranges.items():
+        if rows is not None:
+            logged[key] = list(rows)
+    if corrupt is not None:
+        logged["corruption"] = corrupt.label
+    if before_step is not None:
+        logged["lr_spike"] = before_step.label
+    return logged
+
+
+class FamilyRuns:
+    """Trains a family's runs (``train``, per family), keeps each run's in-memory taps and fit result
+    for its truth check, and collects the manifest entries. Subclasses set ``family`` and ``dataset``."""
+
+    family: str
+    dataset: str
+
+    def __init__(self, root: Path):
+        self.root, self.taps, self.results, self.entries = root, {}, {}, []
+
+    def keep(self, name: str, log, result) -> str:
+        """Close the run's log and keep what its truth check reads; returns the run's file."""
+        file = log.close()
+        self.taps[name], self.results[name] = log.logged, result
+        return file
+
+    def model_of(self, cfg: dict) -> str:
+        return cfg["model"]
+
+    def add(self, name, style, file, cfg, *, faults, intended, cause, twin, truth_measures, description, **extra):
+        self.entries.append(manifest_entry(self.family, name, self.model_of(cfg), self.dataset, style, file,
+                                           faults=faults, intended=intended, cause=cause, twin=twin, seed=cfg["seed"],
+                                           config=cfg, truth=truth_measures, description=description, **extra))
+
+
+def batches_for(x, y, cfg: dict, default_delay_s: float):
+    """The run's training batches: in memory (``loader: memory``), else through a real DataLoader —
+    ``fast`` (a TensorDataset) or ``slow_io`` (each sample takes ``io_delay_s`` to arrive)."""
+    if cfg["loader"] == "memory":
+        return minibatches(x, y, cfg["batch_size"], cfg["seed"], cfg["shuffle"])
+    return loader_batches(x, y, cfg["batch_size"], cfg["seed"], cfg["loader"], num_workers=cfg["num_workers"],
+                          delay_s=cfg.get("io_delay_s", default_delay_s), shuffle=cfg["shuffle"])
