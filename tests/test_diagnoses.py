@@ -154,3 +154,24 @@ def test_a_crawling_train_loss_is_slow_unless_its_val_loss_bent_early():
     bent_val = 0.6 + 0.4 * np.exp(-np.arange(30) / 1.5)
     assert analyze(_crawl_with_val(crawling_val)).finding("slow-convergence").is_problem
     assert not analyze(_crawl_with_val(bent_val)).finding("slow-convergence").is_problem
+
+
+def _with_grad_norm(history, values_at):
+    """The run's own series plus a ``grad_norm`` on the train-loss steps, shaped by ``values_at(steps)``."""
+    data = {k: history[k] for k in history.keys()}
+    train_key = next(k for k in history.keys() if "loss" in k and "val" not in k)
+    steps = history[train_key].steps
+    data["grad_norm"] = (steps, values_at(steps))
+    return RunHistory.from_series(history.ref, data)
+
+
+def test_a_loss_scaler_overflow_at_the_start_does_not_end_the_run_for_the_overfitting_check():
+    # P198 (a public fp16 MAE fine-tune): an Inf gradient norm at epoch 0, finite loss throughout.
+    # Treating that Inf as the run's death left no val points and hid a real overfit.
+    base = _history("overfit_spirals_wandb")
+    assert analyze(base).finding("overfitting").level in ("warning", "critical")
+    overflow_once = _with_grad_norm(base, lambda s: np.where(np.arange(len(s)) == 0, np.inf, 1.0))
+    assert analyze(overflow_once).finding("overfitting").level in ("warning", "critical")
+    # A gradient norm that goes NaN early and stays NaN is a dead run: nothing after it is judged.
+    dead_early = _with_grad_norm(base, lambda s: np.where(np.arange(len(s)) >= 2, np.nan, 1.0))
+    assert analyze(dead_early).finding("overfitting").level not in ("warning", "critical")

@@ -5,7 +5,7 @@ best value and then rose by at least ``min_rise`` over at least ``min_rise_point
 spanning ``min_rise_steps`` steps (or ``min_rise_share`` of the run, whichever is smaller), while
 the training loss kept falling — by at least ``min_train_drop`` since the val minimum — and the
 val/train ratio grew to at least ``min_ratio`` (val worse than train, the gap widening). Only the
-living run is judged: up to the first NaN/Inf, without a final val blow-up (divergence: final
+living run is judged: up to the first NaN/Inf loss (or the gradient norm's NaN/Inf that lasts to the end), without a final val blow-up (divergence: final
 points above ``val_blowup`` × the earlier median). At each evaluation the val/train ratio is
 computed against the training loss logged since the previous evaluation; the finding is critical
 when that ratio ends above ``ratio_critical`` (2.0 in the seed) and is still rising. A smaller rise
@@ -97,8 +97,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     missing = c.missing_roles(_SELF, history)
     if missing:
         return missing
-    # Judge only the living run: up to the first NaN/Inf anywhere, and without a final blow-up
-    # (a val loss val_blowup x its earlier level is divergence, the nonfinite diagnosis' business).
+    # Judge only the living run: up to the first NaN/Inf loss (or a NaN/Inf gradient norm that lasts to the
+    # end), and without a final blow-up (a val loss val_blowup x its earlier level is divergence, the nonfinite diagnosis' business).
     death = _first_nonfinite_step(history)
     train = history.series("train_loss").finite().between(-np.inf, death)
     val = history.series("val_loss").finite().between(-np.inf, death)
@@ -185,12 +185,23 @@ def _climb_tau(values: np.ndarray) -> float:
 
 
 def _first_nonfinite_step(history: RoleView) -> float:
-    """The step at which the run died (first NaN/Inf in a loss or the gradient norm), else +inf."""
+    """The step at which the run died, else +inf.
+
+    A loss's first NaN/Inf ends the run. A gradient norm's NaN/Inf ends it only where the non-finite
+    norms run to the end: a mixed-precision loss scaler that overflows once (at epoch 0, say) and
+    goes on with finite norms and a finite loss has not died, and cutting there would leave nothing
+    to judge.
+    """
     steps = [np.inf]
-    for role in ("train_loss", "val_loss", "grad_norm"):
+    for role in ("train_loss", "val_loss"):
         s = history.series(role)
         if s is not None:
             bad = np.flatnonzero(~np.isfinite(s.values))
             if len(bad):
                 steps.append(float(s.steps[bad[0]]) - 1e-9)  # a numeric tolerance: just before the bad step
+    grad = history.series("grad_norm")
+    if grad is not None and len(grad) and not np.isfinite(grad.values[-1]):
+        finite = np.flatnonzero(np.isfinite(grad.values))
+        first_of_tail = finite[-1] + 1 if len(finite) else 0  # the trailing run of NaN/Inf norms begins here
+        steps.append(float(grad.steps[first_of_tail]) - 1e-9)  # a numeric tolerance: just before the bad step
     return min(steps)
