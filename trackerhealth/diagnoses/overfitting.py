@@ -5,8 +5,9 @@ best value and then rose by at least ``min_rise`` over at least ``min_rise_point
 spanning ``min_rise_steps`` steps (or ``min_rise_share`` of the run, whichever is smaller), while
 the training loss kept falling — by at least ``min_train_drop`` since the val minimum — and the
 val/train ratio grew to at least ``min_ratio`` (val worse than train, the gap widening). Only the
-living run is judged: up to the first NaN/Inf loss (or the gradient norm's NaN/Inf that lasts to the end), without a final val blow-up (divergence: final
-points above ``val_blowup`` × the earlier median). At each evaluation the val/train ratio is
+living run is judged: up to the first NaN/Inf loss (or the gradient norm's NaN/Inf that lasts to the
+end), without a final val blow-up (divergence: final points above ``val_blowup`` × the earlier
+median). At each evaluation the val/train ratio is
 computed against the training loss logged since the previous evaluation; the finding is critical
 when that ratio ends above ``ratio_critical`` (2.0 in the seed) and is still rising. A smaller rise
 (at least ``climb_min_rise``) also counts when it is a steady climb — the val points after the minimum
@@ -98,7 +99,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     if missing:
         return missing
     # Judge only the living run: up to the first NaN/Inf loss (or a NaN/Inf gradient norm that lasts to the
-    # end), and without a final blow-up (a val loss val_blowup x its earlier level is divergence, the nonfinite diagnosis' business).
+    # end), and without a final blow-up (a val loss val_blowup x its earlier level is divergence, the
+    # nonfinite diagnosis' business).
     death = _first_nonfinite_step(history)
     train = history.series("train_loss").finite().between(-np.inf, death)
     val = history.series("val_loss").finite().between(-np.inf, death)
