@@ -142,3 +142,21 @@ def test_cli_with_ray_prints_json(ray_cluster, mlflow_lake):
     assert res.exit_code == 1, res.output
     runs = json.loads(res.stdout)["runs"]
     assert runs == [r.to_dict(full=True) for r in analyze_lake([mlflow_lake])]
+
+
+def test_ray_cluster_events_go_to_stderr_and_the_report_keeps_stdout(capsys):
+    # What made the test above fail once in CI: a worker died, Ray retried its task (the reports
+    # were right), and the driver's listener printed "(raylet) A worker died ..." at the head of
+    # stdout, whatever log_to_driver says. Ray's own printer, as its listener calls it:
+    from ray._private.worker import print_to_stdstream
+
+    from trackerhealth.fleet.ray_connect import cluster_events_on_stderr
+
+    event = {"lines": ["A worker died or was killed while executing a task"], "pid": "raylet", "is_err": False}
+    print_to_stdstream(dict(event), ignore_prefix=False)
+    assert "A worker died" in capsys.readouterr().out  # Ray's choice: stdout
+
+    with cluster_events_on_stderr():
+        print_to_stdstream(dict(event, lines=["A second worker died"]), ignore_prefix=False)
+    seen = capsys.readouterr()
+    assert seen.out == "" and "A second worker died" in seen.err

@@ -152,12 +152,13 @@ def _lake_reports(paths, config, ray_address):
     """One report per run of a Parquet lake, here or (``--ray``) on a Ray cluster."""
     from .adapters.base import SelectionError
     from .fleet.lake import LakeError, analyze_lake, analyze_lake_ray
-    from .fleet.ray_connect import RayUnreachable
+    from .fleet.ray_connect import RayUnreachable, cluster_events_on_stderr
 
     try:
         if ray_address is None:
             return analyze_lake(paths, config)
-        return analyze_lake_ray(paths, config, ray_address)
+        with cluster_events_on_stderr():  # the report printed after is stdout's only content
+            return analyze_lake_ray(paths, config, ray_address)
     except RayUnreachable as exc:
         die(str(exc), exit_codes.UNREACHABLE)
     except (LakeError, SelectionError) as exc:  # RayMissing is a SelectionError: usage, exit 2

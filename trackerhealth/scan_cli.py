@@ -6,7 +6,6 @@ CLI module, and nothing but click at module level, so ``scan --help`` stays fast
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import sys
 from pathlib import Path
@@ -289,9 +288,9 @@ def _scan_targets(job: _Job, targets: list[_Target], writer_options: dict, list_
     command as before (exit 2 or 3), one of several is that project's error and the others go on."""
     engine = _engine(job, writer_options.get("notify", True), writer_options.get("report", True))
     if engine is not None:
-        # Ray's driver prints cluster events (a worker that died, retried) on stdout; the report
-        # is the only thing stdout may carry (scan --format json > health.json), so they go to stderr.
-        with contextlib.redirect_stdout(sys.stderr):
+        from .fleet.ray_connect import cluster_events_on_stderr
+
+        with cluster_events_on_stderr():
             return _scan_with(job, targets, writer_options, list_errors, engine)
     return _scan_with(job, targets, writer_options, list_errors, None)
 

@@ -7,12 +7,16 @@ The connection is the driver's only: workers are Ray's. A process that is alread
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..adapters.base import SelectionError, TrackerUnreachable
 
-__all__ = ["INSTALL_HINT", "LOCAL", "RayMissing", "RaySession", "RayUnreachable", "connect", "import_ray"]
+__all__ = ["INSTALL_HINT", "LOCAL", "RayMissing", "RaySession", "RayUnreachable", "cluster_events_on_stderr", "connect",
+           "import_ray"]
 
 LOCAL = "local"
 INSTALL_HINT = "pip install 'trackerhealth[ray]'"
@@ -32,6 +36,20 @@ def import_ray():
     except ImportError as exc:
         raise RayMissing(f"--ray needs Ray ({exc}); install it with: {INSTALL_HINT}") from None
     return ray
+
+
+@contextlib.contextmanager
+def cluster_events_on_stderr() -> Iterator[None]:
+    """Send what the Ray driver prints while it is connected to stderr.
+
+    ``log_to_driver=False`` keeps the workers' output away, but the driver's own listener still
+    prints cluster events ("(raylet) A worker died or was killed ...", a task Ray then retries) on
+    stdout, by design (ray-project/ray#9616). A report on stdout (``--format json > health.json``)
+    must be the only thing there, so the command that runs Ray wraps the connection, the work and
+    the shutdown in this; the report is printed after, to the real stdout.
+    """
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
 
 
 @dataclass
