@@ -27,6 +27,8 @@ LABELS = Path(__file__).with_name("labels.json")
 def _git_dir(repo: str, mirrors: Path | None, scratch: Path) -> Path:
     if mirrors is not None:
         found = mirrors / repo.replace("/", "+") / "repo"
+        if (found / ".git").is_dir():  # fetch leaves some snapshots as a work-tree layout, repo/.git
+            found = found / ".git"
         if not found.is_dir():
             raise SystemExit(f"no mirror of {repo} at {found}: fetch it first, or drop --mirrors to clone from GitHub")
         return found
