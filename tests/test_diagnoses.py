@@ -175,3 +175,28 @@ def test_a_loss_scaler_overflow_at_the_start_does_not_end_the_run_for_the_overfi
     # A gradient norm that goes NaN early and stays NaN is a dead run: nothing after it is judged.
     dead_early = _with_grad_norm(base, lambda s: np.where(np.arange(len(s)) >= 2, np.nan, 1.0))
     assert analyze(dead_early).finding("overfitting").level not in ("warning", "critical")
+
+
+def _val_rises(train, val):
+    """30 evaluations, one every 10 steps: ``train`` and ``val`` given per evaluation."""
+    steps = 10 * np.arange(1, 31, dtype=float)
+    return RunHistory.from_series(RunRef("files", "p", "r"), {"train_loss": (steps, np.asarray(train, dtype=float)),
+                                                              "val_loss": (steps, np.asarray(val, dtype=float))})
+
+
+def test_a_large_val_rise_that_is_not_called_overfitting_says_which_part_is_missing():
+    # Public log P20: val 75 % above its best and `ok`, with no word why, read as a contradiction.
+    val = np.concatenate([np.linspace(1.0, 0.5, 15), np.linspace(0.52, 0.8, 15)])
+    falling = np.concatenate([np.linspace(1.0, 0.3, 15), np.linspace(0.28, 0.05, 15)])
+    assert analyze(_val_rises(falling, val)).finding("overfitting").is_problem  # the whole pattern: found
+    flat = np.concatenate([np.linspace(1.0, 0.3, 15), np.full(15, 0.29)])
+    finding = analyze(_val_rises(flat, val)).finding("overfitting")
+    assert not finding.is_problem
+    assert "not overfitting: train_loss fell 3.33% after the val minimum" in finding.message, finding.message
+    # Val below train throughout (a regularised train loss, mixup): the gap is what is missing.
+    above = np.concatenate([np.linspace(3.0, 1.5, 15), np.linspace(1.45, 1.0, 15)])
+    finding = analyze(_val_rises(above, val)).finding("overfitting")
+    assert not finding.is_problem and "the val/train ratio ends at" in finding.message, finding.message
+    # A small rise says nothing more: it is not a rise to explain.
+    small = np.concatenate([np.linspace(1.0, 0.5, 15), np.linspace(0.5, 0.52, 15)])
+    assert "not overfitting" not in analyze(_val_rises(falling, small)).finding("overfitting").message
