@@ -58,11 +58,13 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # gate, vanishing-gradients' collapse) are not held out for those families. The unet family (blind) took
 # vanishing-gradients' precision to 0.93 (its SGD run at lr 20 also read as vanishing) and slow-convergence's
 # recall to 0.76 (its Adam-eps run missed); task-imbalance's false alarm went with the choices it moved.
+# The mixup family (blind; a regularised train loss above the val loss) took overfitting's recall to 0.62:
+# both its overfitting runs missed.
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 1.0),
     "nonfinite": (1.0, 0.95),
-    "overfitting": (0.88, 0.72),
+    "overfitting": (0.88, 0.61),
     "vanishing-gradients": (0.93, 0.93),
     "loss-oscillation": (0.95, 0.85),
     "slow-convergence": (0.82, 0.76),
@@ -111,8 +113,13 @@ def test_pooled_held_out_floors_as_measured(folds):
     # changed for it. Pooled over thirteen: 0.920 (0.9196), 3 of 155. The fourteenth, unet (segmentation, BCE +
     # soft Dice logged as terms; blind, by a helper), scored once: 0.91, 0 of 17 (its Adam-eps run missed, its
     # SGD-lr-20 run also called vanishing). Its runs move other folds' choices: vae 0.93 (its task-imbalance
-    # false alarm gone). Nothing was changed for it. Pooled over fourteen: 0.927 (0.9271), 3 of 172.
-    assert folds["pooled_macro_f1"] >= 0.927
+    # false alarm gone). Nothing was changed for it. Pooled over fourteen: 0.927 (0.9271), 3 of 172. The
+    # fifteenth, mixup (a CNN trained with mixup and label smoothing, whose train loss sits above its plain
+    # val loss; built blind), scored once: 0.75, 0 of 5 healthy flagged, both overfitting runs missed (the
+    # check asks the train loss to keep falling and the val/train ratio to reach 1.2). Nothing was changed
+    # for it (a ratio rule relative to the val minimum was tried: it found one of the two and called an
+    # mlp run with an LR too high overfitting; not kept). Pooled over fifteen: 0.920 (0.9199), 3 of 177.
+    assert folds["pooled_macro_f1"] >= 0.919
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -122,12 +129,12 @@ def test_pooled_held_out_floors_as_measured(folds):
     # fold is not held out.
     # Over twelve families, 2 of 140: the conv and vae batch-4 runs, slow-convergence both. Over thirteen, 3 of
     # 155: the vae batch-4 run and simclr's rare-val run and ReLU twin (the conv fold now chooses thresholds
-    # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three).
-    assert healthy >= 172 and wrong <= 3
+    # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three); over fifteen, 3 of 177.
+    assert healthy >= 177 and wrong <= 3
 
 
-def test_fourteen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
-    assert len(folds["families"]) >= 14
+def test_fifteen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 15
     coverage = folds["cause_coverage"]
     # One oversized batch is confirmed in resnet and seqcls (the cnn family's 24x24 batch rose only
     # 1.1-3.8x its twin's loss, short of the truth's 3x on three epochs: kept, not scored); gradient
@@ -167,7 +174,7 @@ def test_the_recorded_grouped_figures_are_what_the_code_measures(grouped):
 def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measured(grouped):
     # Each family analysed with its group and the single-run thresholds its fold chose on the other
     # families (the shipped defaults were set with this corpus in view). Over fourteen families:
-    # P 0.89, R 0.92, 4 of 172 healthy runs with a wrong finding: resnet's label-noise run (its train
+    # P 0.89, R 0.92 (over fifteen, with mixup: 0.89, 0.93, 4 of 177), 4 of 172 healthy runs with a wrong finding: resnet's label-noise run (its train
     # loss plateaus high: slow against the clean baseline), simclr's 12-layer ReLU MLP encoder (alone
     # in its group, slow by its shape) and two healthy batch-4 runs that end above their baselines
     # (baseline-regression). The third slow false alarm is on a faulty run: vit's AdamW at lr 1 (blown
@@ -179,7 +186,7 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     slow = grouped["grouped_held_out"]["slow-convergence"]
     assert slow["precision"] >= 0.88 and slow["recall"] >= 0.92, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 4 and total >= 172
+    assert bad <= 4 and total >= 177
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -194,10 +201,11 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
                                                                "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 4 and total >= 172  # 4 of 172 (5 alone): see the test above
-    # Macro-F1 is lower grouped (0.82) than alone (0.90): baseline-regression's two false alarms,
-    # healthy batch-4 runs that end far above their baseline's loss, make its row an F1 of 0.
-    assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.82
+    assert bad <= 4 and total >= 177  # 4 of 177 (5 alone): see the test above
+    # Macro-F1 is lower grouped (0.82; 0.81 with the mixup family's two missed overfitting runs) than alone
+    # (0.90): baseline-regression's two false alarms, healthy batch-4 runs that end far above their
+    # baseline's loss, make its row an F1 of 0.
+    assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.81
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():
