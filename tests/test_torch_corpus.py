@@ -59,15 +59,17 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # vanishing-gradients' precision to 0.93 (its SGD run at lr 20 also read as vanishing) and slow-convergence's
 # recall to 0.76 (its Adam-eps run missed); task-imbalance's false alarm went with the choices it moved.
 # The mixup family (blind; a regularised train loss above the val loss) took overfitting's recall to 0.62:
-# both its overfitting runs missed.
+# both its overfitting runs missed. The finetune family (blind; a pretrained CNN fine-tuned with a new head)
+# took loss-oscillation's recall to 0.84 and slow-convergence's to 0.74: its flat LR-too-low run and its HF
+# Adam-eps run missed.
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 1.0),
     "nonfinite": (1.0, 0.95),
     "overfitting": (0.88, 0.61),
     "vanishing-gradients": (0.93, 0.93),
-    "loss-oscillation": (0.95, 0.85),
-    "slow-convergence": (0.82, 0.76),
+    "loss-oscillation": (0.95, 0.84),
+    "slow-convergence": (0.82, 0.74),
     "task-imbalance": (1.0, 1.0),
 }
 
@@ -118,7 +120,10 @@ def test_pooled_held_out_floors_as_measured(folds):
     # val loss; built blind), scored once: 0.75, 0 of 5 healthy flagged, both overfitting runs missed (the
     # check asks the train loss to keep falling and the val/train ratio to reach 1.2). Nothing was changed
     # for it (a ratio rule relative to the val minimum was tried: it found one of the two and called an
-    # mlp run with an LR too high overfitting; not kept). Pooled over fifteen: 0.920 (0.9199), 3 of 177.
+    # mlp run with an LR too high overfitting; not kept). Pooled over fifteen: 0.920 (0.9199), 3 of 177. The
+    # sixteenth, finetune (a CNN pretrained on digits 0-4 and fine-tuned with a new head on 5-9, through HF
+    # Trainer, Lightning, W&B, MLflow and CSV/Parquet; blind, by a helper), scored once: 0.50, 0 of 10 healthy
+    # flagged; its flat LR-1e-5 run and its HF Adam-eps-1.0 run missed. Pooled over sixteen: 0.919 (0.9190), 3 of 187.
     assert folds["pooled_macro_f1"] >= 0.919
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
@@ -129,12 +134,13 @@ def test_pooled_held_out_floors_as_measured(folds):
     # fold is not held out.
     # Over twelve families, 2 of 140: the conv and vae batch-4 runs, slow-convergence both. Over thirteen, 3 of
     # 155: the vae batch-4 run and simclr's rare-val run and ReLU twin (the conv fold now chooses thresholds
-    # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three); over fifteen, 3 of 177.
-    assert healthy >= 177 and wrong <= 3
+    # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three); over fifteen, 3 of 177; over
+    # sixteen, 3 of 187.
+    assert healthy >= 187 and wrong <= 3
 
 
-def test_fifteen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
-    assert len(folds["families"]) >= 15
+def test_sixteen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 16
     coverage = folds["cause_coverage"]
     # One oversized batch is confirmed in resnet and seqcls (the cnn family's 24x24 batch rose only
     # 1.1-3.8x its twin's loss, short of the truth's 3x on three epochs: kept, not scored); gradient
@@ -174,7 +180,9 @@ def test_the_recorded_grouped_figures_are_what_the_code_measures(grouped):
 def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measured(grouped):
     # Each family analysed with its group and the single-run thresholds its fold chose on the other
     # families (the shipped defaults were set with this corpus in view). Over fourteen families:
-    # P 0.89, R 0.92 (over fifteen, with mixup: 0.89, 0.93, 4 of 177), 4 of 172 healthy runs with a wrong finding: resnet's label-noise run (its train
+    # P 0.89, R 0.92 (over fifteen, with mixup: 0.89, 0.93, 4 of 177; over sixteen, with the blind finetune
+    # family: 0.87, 0.90, 6 of 187 — its linear probe, a frozen backbone whose loss plateaus higher, is slow
+    # against its full fine-tune siblings, and a healthy batch-4 fine-tune ends above the baseline), 4 of 172 healthy runs with a wrong finding: resnet's label-noise run (its train
     # loss plateaus high: slow against the clean baseline), simclr's 12-layer ReLU MLP encoder (alone
     # in its group, slow by its shape) and two healthy batch-4 runs that end above their baselines
     # (baseline-regression). The third slow false alarm is on a faulty run: vit's AdamW at lr 1 (blown
@@ -184,9 +192,9 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     # Dice-only baseline did the same to BCE + Dice runs. The key names that rule reads were chosen
     # after seeing those two groups: this figure is not held out for it.
     slow = grouped["grouped_held_out"]["slow-convergence"]
-    assert slow["precision"] >= 0.88 and slow["recall"] >= 0.92, slow
+    assert slow["precision"] >= 0.86 and slow["recall"] >= 0.89, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 4 and total >= 177
+    assert bad <= 6 and total >= 187
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -196,16 +204,17 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     # early and then crawl (vit Adam eps 1.0, LR too low) or sit near their start for most of the run.
     # unet's Adam eps 1.0 run was found only against the Dice-only baseline, a loss it cannot reach
     # (right for the wrong reason); against its own loss setting's baseline it is missed.
-    assert slow["recall"] >= 0.9 > alone["recall"]
-    assert slow["precision"] >= 0.88
+    assert slow["recall"] >= 0.89 > alone["recall"]  # 0.90 and 0.74 over sixteen families
+    assert slow["precision"] >= 0.86
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
                                                                "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 4 and total >= 177  # 4 of 177 (5 alone): see the test above
+    assert bad <= 6 and total >= 187  # 6 of 187 (5 alone): see the test above
     # Macro-F1 is lower grouped (0.82; 0.81 with the mixup family's two missed overfitting runs) than alone
     # (0.90): baseline-regression's two false alarms, healthy batch-4 runs that end far above their
-    # baseline's loss, make its row an F1 of 0.
-    assert grouped["grouped"]["baseline-regression"]["fp"] <= 2 and grouped["grouped_macro_f1"] >= 0.81
+    # baseline's loss, make its row an F1 of 0 (three with the finetune family's: its batch-4 run and its
+    # Adam-eps run, which is slow, not only worse than the baseline).
+    assert grouped["grouped"]["baseline-regression"]["fp"] <= 3 and grouped["grouped_macro_f1"] >= 0.81
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():

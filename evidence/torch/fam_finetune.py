@@ -233,7 +233,9 @@ class _Runs(FamilyRuns):
         seed_all(cfg["seed"])
         model = FineTuneNet(5, 0.0)
         opt = _optimizer(model, {**BASE, **cfg})
-        logged_cfg = dict(cfg, model="cnn2-w32-h128", dataset=DATASET, classes="0-4", n_train=len(xt),
+        # Logged as the pretraining it is (its own model and data names): grouped by model and data set, it must
+        # not join the mixup family's CNN of the same shape trained on all ten digits.
+        logged_cfg = dict(cfg, model="cnn2-w32-h128-pretrain", dataset=f"{DATASET}[0-4]", classes="0-4", n_train=len(xt),
                           batch_size=32, stage="pretraining")
         style = "csv"
         log = open_run(style, self.root, "finetune_pretrain_digits04", logged_cfg)
