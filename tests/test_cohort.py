@@ -349,7 +349,7 @@ def test_runs_are_compared_only_with_the_runs_of_their_group_that_define_the_los
 def test_a_loss_setting_is_named_by_its_key_and_optimisation_settings_are_not():
     for key in ("temperature", "model.loss.temperature", "Label-Smoothing", "w_dice", "aux_loss_weight",
                 "lambda_kl", "kl_coef", "pos_weight", "beta", "criterion", "loss", "mixup_alpha", "args.mixup",
-                "cutmix", "smoothing"):
+                "cutmix", "smoothing", "freeze_backbone", "model.train_backbone", "use_lora", "freeze"):
         assert is_loss_setting(key), key
     for key in ("lr", "learning_rate", "weight_decay", "adam_beta1", "betas", "eps", "batch_size", "loss_scale",
                 "fp16", "optimizer", "warmup_steps", "dropout"):

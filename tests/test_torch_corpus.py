@@ -181,8 +181,10 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     # Each family analysed with its group and the single-run thresholds its fold chose on the other
     # families (the shipped defaults were set with this corpus in view). Over fourteen families:
     # P 0.89, R 0.92 (over fifteen, with mixup: 0.89, 0.93, 4 of 177; over sixteen, with the blind finetune
-    # family: 0.87, 0.90, 6 of 187 — its linear probe, a frozen backbone whose loss plateaus higher, is slow
-    # against its full fine-tune siblings, and a healthy batch-4 fine-tune ends above the baseline), 4 of 172 healthy runs with a wrong finding: resnet's label-noise run (its train
+    # family: 0.87, 0.90, 6 of 187 — its linear probe, a frozen backbone whose loss plateaus higher, was slow
+    # against its full fine-tune siblings, and a healthy batch-4 fine-tune ends above the baseline; then a
+    # group is also split by what a run trains (freeze_backbone, LoRA: written after seeing that probe, so
+    # not held out for it): 0.90, 0.90, 5 of 187), 4 of 172 healthy runs with a wrong finding: resnet's label-noise run (its train
     # loss plateaus high: slow against the clean baseline), simclr's 12-layer ReLU MLP encoder (alone
     # in its group, slow by its shape) and two healthy batch-4 runs that end above their baselines
     # (baseline-regression). The third slow false alarm is on a faulty run: vit's AdamW at lr 1 (blown
@@ -192,9 +194,9 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     # Dice-only baseline did the same to BCE + Dice runs. The key names that rule reads were chosen
     # after seeing those two groups: this figure is not held out for it.
     slow = grouped["grouped_held_out"]["slow-convergence"]
-    assert slow["precision"] >= 0.86 and slow["recall"] >= 0.89, slow
+    assert slow["precision"] >= 0.89 and slow["recall"] >= 0.89, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 6 and total >= 187
+    assert bad <= 5 and total >= 187
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -205,11 +207,11 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     # unet's Adam eps 1.0 run was found only against the Dice-only baseline, a loss it cannot reach
     # (right for the wrong reason); against its own loss setting's baseline it is missed.
     assert slow["recall"] >= 0.89 > alone["recall"]  # 0.90 and 0.74 over sixteen families
-    assert slow["precision"] >= 0.86
+    assert slow["precision"] >= 0.89
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
                                                                "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 6 and total >= 187  # 6 of 187 (5 alone): see the test above
+    assert bad <= 5 and total >= 187  # 5 of 187 (5 alone): see the test above
     # Macro-F1 is lower grouped (0.82; 0.81 with the mixup family's two missed overfitting runs) than alone
     # (0.90): baseline-regression's two false alarms, healthy batch-4 runs that end far above their
     # baseline's loss, make its row an F1 of 0 (three with the finetune family's: its batch-4 run and its

@@ -1,4 +1,5 @@
-"""Which of a run's logged config values define its loss, so that a group compares like with like.
+"""Which of a run's logged config values define its loss (and what it trains), so that a group compares
+like with like.
 
 A group (``--group-by``, a W&B group, an MLflow parent run) compares its runs' loss *levels*: how
 long a run took to reach the baseline's loss, whether it ended worse. That is only meaningful when
@@ -32,6 +33,13 @@ LOSS_PARAMETER_KEYS = ("temperature", "tau", "label_smoothing", "label_smoothing
                        # --smoothing 0.1). Measured on the torch family mixup: alpha 1.0 ends its train loss
                        # 1.16 where alpha 0.4 ends at 0.80, both healthy.
                        "smoothing", "mixup", "mixup_alpha", "cutmix", "cutmix_alpha", "mixup_prob", "cutmix_prob")
+# What is trained sets the loss a run can reach as much as what is minimised: a linear probe on a frozen
+# backbone (or a LoRA adapter) plateaus above a full fine-tune of the same model on the same data, and is
+# not slower for it. Measured on the torch family finetune: grouped with its full fine-tuning siblings,
+# its healthy linear probe was "slow" against them. (Written after seeing that group: not held out.)
+TRAINING_SCOPE_KEYS = ("freeze", "freeze_backbone", "freeze_encoder", "freeze_layers", "frozen_layers",
+                       "linear_probe", "train_backbone", "trainable_layers", "use_lora", "lora_r", "lora_rank", "peft",
+                       "peft_type")
 # Loss-term weights by their usual spellings: w_dice, aux_loss_weight, lambda_kl, kl_coef.
 LOSS_WEIGHT_PREFIXES = ("w_", "lambda_")
 LOSS_WEIGHT_SUFFIXES = ("_weight", "_weights", "_lambda", "_coef", "_coeff")
@@ -48,7 +56,7 @@ def is_loss_setting(key: str) -> bool:
     name = norm_key(key.rsplit(".", 1)[-1])
     if name in NOT_LOSS_SETTINGS:
         return False
-    return (name in LOSS_FUNCTION_KEYS or name in LOSS_PARAMETER_KEYS
+    return (name in LOSS_FUNCTION_KEYS or name in LOSS_PARAMETER_KEYS or name in TRAINING_SCOPE_KEYS
             or name.startswith(LOSS_WEIGHT_PREFIXES) or name.endswith(LOSS_WEIGHT_SUFFIXES))
 
 
