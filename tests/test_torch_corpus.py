@@ -214,8 +214,7 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     assert bad <= 5 and total >= 187  # 5 of 187 (5 alone): see the test above
     # Macro-F1 is lower grouped (0.82; 0.81 with the mixup family's two missed overfitting runs) than alone
     # (0.90): baseline-regression's two false alarms, healthy batch-4 runs that end far above their
-    # baseline's loss, make its row an F1 of 0 (three with the finetune family's: its batch-4 run and its
-    # Adam-eps run, which is slow, not only worse than the baseline).
+    # baseline's loss, make its row an F1 of 0 (three with the finetune family's healthy batch-4 run).
     assert grouped["grouped"]["baseline-regression"]["fp"] <= 3 and grouped["grouped_macro_f1"] >= 0.81
 
 
