@@ -193,10 +193,11 @@ def test_a_large_val_rise_that_is_not_called_overfitting_says_which_part_is_miss
     finding = analyze(_val_rises(flat, val)).finding("overfitting")
     assert not finding.is_problem
     assert "not overfitting: train_loss fell 3.33% after the val minimum" in finding.message, finding.message
-    # Val below train throughout (a regularised train loss, mixup): the gap is what is missing.
+    # Train above val at the val minimum (a regularised train loss: mixup, label smoothing): the two cannot be
+    # compared, so the check says it did not judge, never a confident `ok` beside a 60 % val rise.
     above = np.concatenate([np.linspace(3.0, 1.5, 15), np.linspace(1.45, 1.0, 15)])
     finding = analyze(_val_rises(above, val)).finding("overfitting")
-    assert not finding.is_problem and "the val/train ratio ends at" in finding.message, finding.message
+    assert finding.level == SKIPPED and "overfitting is not judged" in finding.message, finding.message
     # A small rise says nothing more: it is not a rise to explain.
     small = np.concatenate([np.linspace(1.0, 0.5, 15), np.linspace(0.5, 0.52, 15)])
     assert "not overfitting" not in analyze(_val_rises(falling, small)).finding("overfitting").message

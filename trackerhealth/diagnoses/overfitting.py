@@ -18,7 +18,10 @@ the val minimum had memorised its training set: its train loss has nowhere left 
 need only not rise by more than ``min_train_drop``. Per-layer
 weight norms, when logged, are reported: late layers' norms swelling after the val minimum is the
 seed's strongest overfitting signal. A run that stops a few evaluations after its best (early
-stopping) does not reach these thresholds.
+stopping) does not reach these thresholds. A run whose val loss rose ``min_rise`` over enough
+evaluations while its train loss sat above its val loss at the minimum (a regularised objective such
+as mixup or label smoothing, or an unstable run) is not judged (``skipped``, with the rise): its train
+loss cannot be compared with the val loss, and `ok` beside a rising val loss would read as health.
 
 **Why it matters.** After the val minimum every step makes the model worse on unseen data.
 """
@@ -145,6 +148,17 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     overfit = long_enough and trained_on and (rise >= thresholds.min_rise or steady_climb)
     if not overfit:
         message = f"{vkey} ends {c.fmt(100 * rise)}% above its best ({c.fmt(best_val)} at step {c.fmt_step(val.steps[best])})"
+        if rise >= thresholds.min_rise and long_enough and np.isfinite(ratio_best) and 0 < ratio_best < 1:
+            # The train loss sat above the val loss at the val minimum: a regularised objective (mixup,
+            # label smoothing, heavy dropout) or an unstable run, whose level says nothing of how well the
+            # training set is fitted. The pattern cannot be judged, and a confident `ok` beside a rising
+            # val loss would read as health (torch family mixup: its overfitting run on 50 digits; public
+            # log P198). Which of the two it is, the other diagnoses say.
+            return c.skipped(_SELF, f"{message}, but {tkey} sat above {vkey} at that minimum (val/train "
+                                    f"{c.fmt(ratio_best)}): a training loss above the val loss (a regularised "
+                                    "objective such as mixup or label smoothing, or an unstable run) cannot be "
+                                    "compared with it, so overfitting is not judged; keep the checkpoint from the "
+                                    "val minimum.")
         if rise >= thresholds.min_rise:
             # A rise this large that is still `ok` must say which part of the pattern is missing, or the
             # verdict reads as a contradiction (public log P20: val 75% above its best, train flat).
