@@ -145,6 +145,17 @@ def fit(
     return FitResult(step, samples, wall, samples / wall if wall > 0 else float("nan"), diverged)
 
 
+def cross_entropy_val_fn(model: torch.nn.Module, xv: torch.Tensor, yv: torch.Tensor) -> Callable[[], float]:
+    """``val_fn`` for :func:`fit`: plain cross-entropy of ``model`` on the held-out ``(xv, yv)``, in eval mode."""
+    def fn() -> float:
+        model.eval()
+        with torch.no_grad():
+            loss = torch.nn.functional.cross_entropy(model(xv), yv).item()
+        model.train()
+        return loss
+    return fn
+
+
 def minibatches(x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int, shuffle: bool = True):
     """``batches(epoch)`` for in-memory tensors: a fresh seeded permutation per epoch when shuffling."""
     def batches(epoch: int):

@@ -44,7 +44,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import truth
-from .common import NAMES, corrupt_nan_at, early_stopping, fit, lr_spike, make_scheduler, seed_all
+from .common import NAMES, corrupt_nan_at, cross_entropy_val_fn, early_stopping, fit, lr_spike, make_scheduler, seed_all
 from .family_runs import FamilyRuns, batches_for, describe_injections
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
@@ -160,16 +160,6 @@ def make_schedule(opt: torch.optim.Optimizer, cfg: dict):
     return make_scheduler(opt, cfg)
 
 
-def _val_loss_fn(model: nn.Module, xv: torch.Tensor, yv: torch.Tensor):
-    def fn() -> float:
-        model.eval()
-        with torch.no_grad():
-            loss = F.cross_entropy(model(xv), yv).item()
-        model.train()
-        return loss
-    return fn
-
-
 def _ce(model, batch):
     return F.cross_entropy(model(batch[0]), batch[1])
 
@@ -240,7 +230,7 @@ class _Runs(FamilyRuns):
         style = "csv"
         log = open_run(style, self.root, "finetune_pretrain_digits04", logged_cfg)
         res = fit(model, batches_for(xt, yt, {**BASE, **cfg}, 0.0), _ce, opt, log, epochs=10_000, naming="plain",
-                  scheduler=make_schedule(opt, {**BASE, **cfg}), val_fn=_val_loss_fn(model, xv, yv), val_every=20,
+                  scheduler=make_schedule(opt, {**BASE, **cfg}), val_fn=cross_entropy_val_fn(model, xv, yv), val_every=20,
                   layer_grads=LAYERS, max_steps=cfg["max_steps"])
         file = self.keep("finetune_pretrain_digits04", log, res)
         self.checkpoint = _checkpoint(model.state_dict())
@@ -259,7 +249,7 @@ class _Runs(FamilyRuns):
         batches = batches_for(xt, yt, cfg, default_delay_s=0.0005)
         if corrupt is not None:
             batches = corrupt(batches, -(-len(xt) // cfg["batch_size"]))
-        val_fn = _val_loss_fn(model, xv, yv)
+        val_fn = cross_entropy_val_fn(model, xv, yv)
         if cfg["early_stop"]:
             batches = early_stopping(batches, val_fn, cfg["early_stop"])
         logged_cfg = dict(cfg, model="cnn2-w32-h128-pretrained04", dataset=DATASET, classes="5-9", n_train=len(xt))
@@ -295,8 +285,7 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
 
     def twin_run(name, style, cfg, description, **kw):
         f, c = runs.train(name, style, "wandb", cfg, **kw)
-        runs.add(name, style, f, c, faults=[], intended=[], cause="twin", twin=None, truth_measures={},
-                 description=description)
+        runs.add_unlabelled(name, style, f, c, cause="twin", description=description)
 
     twin_run("finetune_twin_adamw", "wandb", {},
              "Pretrained CNN (digits 0-4) with a new head for the digits 5-9: AdamW 1e-3, weight decay 0.05, dropout 0.3, "
@@ -315,10 +304,8 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
             ok, measures = (ok_o, {**m_s, **m_o}) if intended == ["loss-oscillation"] else (ok_s, {**m_o, **m_s})
         else:
             ok, measures = check(runs.taps[name], twin)
-        got, also, measures = truth.labels_from_check(intended, ok, measures, runs.taps[name], twin, key)
-        extra = {"also_acceptable": also} if also else {}
-        runs.add(name, style, f, c, faults=got, intended=intended, cause=cause, twin=twin_name,
-                 truth_measures=measures, description=description, **extra)
+        runs.add_checked(name, style, f, c, intended=intended, ok=ok, measures=measures, cause=cause, twin=twin_name,
+                         loss_key=key, description=description)
 
     osc = lambda tap, twin: truth.confirm_oscillation(tap, twin, key)
     slow = lambda tap, twin: truth.confirm_slow(tap, twin, key)
@@ -400,8 +387,7 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
     for name, style, naming, cfg, kw, desc in healthy:
         if want(name) or (name == "finetune_linear_probe" and want("finetune_pretrained_not_loaded")):
             f, c = runs.train(name, style, naming, cfg, **kw)
-            runs.add(name, style, f, c, faults=[], intended=[], cause="healthy", twin=None, truth_measures={},
-                     description=desc)
+            runs.add_unlabelled(name, style, f, c, cause="healthy", description=desc)
 
     probe = {"freeze_backbone": True, "lr": 1e-2}
     fault("finetune_pretrained_not_loaded", "pretrained_not_loaded", ["slow-convergence"], {**probe, "load": "strict_false"},
@@ -414,19 +400,15 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
     hf_names = ("finetune_hf_linear_warmup", "finetune_hf_adam_eps_large", "finetune_hf_lr_too_high")
     if want(*hf_names):
         f, c = runs.hf("finetune_hf_linear_warmup", {})
-        runs.add("finetune_hf_linear_warmup", "hf_trainer", f, c, faults=[], intended=[],
-                 cause="healthy", twin=None, truth_measures={}, description=(
+        runs.add_unlabelled("finetune_hf_linear_warmup", "hf_trainer", f, c, cause="healthy", description=(
                      "transformers.Trainer: AdamW 1e-3, weight decay 0.05, dropout 0.3, random shifts, 30 warm-up steps (a tenth) then linear decay (HF's "
                      "default schedule), 300 steps; trainer_state.json. Also the HF faults' twin."))
 
         def hf_fault(name, cause, intended, args, check, description):
             f, c = runs.hf(name, args)
-            twin = runs.taps["finetune_hf_linear_warmup"]
-            ok, measures = check(runs.taps[name], twin)
-            got, also, measures = truth.labels_from_check(intended, ok, measures, runs.taps[name], twin, "loss")
-            extra = {"also_acceptable": also} if also else {}
-            runs.add(name, "hf_trainer", f, c, faults=got, intended=intended, cause=cause,
-                     twin="finetune_hf_linear_warmup", truth_measures=measures, description=description, **extra)
+            ok, measures = check(runs.taps[name], runs.taps["finetune_hf_linear_warmup"])
+            runs.add_checked(name, "hf_trainer", f, c, intended=intended, ok=ok, measures=measures, cause=cause,
+                             twin="finetune_hf_linear_warmup", loss_key="loss", description=description)
 
         hf_fault("finetune_hf_adam_eps_large", "adam_eps_large", ["slow-convergence"], {"adam_epsilon": 1.0},
                  lambda tap, twin: truth.confirm_slow(tap, twin, "loss"),

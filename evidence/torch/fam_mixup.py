@@ -26,7 +26,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import truth
-from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, seed_all, shrink_init
+from .common import (NAMES, cross_entropy_val_fn, early_stopping, fit, lr_spike, make_optimizer, make_scheduler,
+                     seed_all, shrink_init)
 from .fam_resnet import digits
 from .family_runs import FamilyRuns, batches_for, describe_injections
 from .sinks import open_run
@@ -87,17 +88,6 @@ def mixup_loss(smoothing: float):
     return loss
 
 
-def _val_loss_fn(model: nn.Module, xv: torch.Tensor, yv: torch.Tensor):
-    """Plain cross-entropy on the clean validation digits: what the regularised train loss is judged against."""
-    def fn() -> float:
-        model.eval()
-        with torch.no_grad():
-            loss = F.cross_entropy(model(xv), yv).item()
-        model.train()
-        return loss
-    return fn
-
-
 class _Runs(FamilyRuns):
     family, dataset = FAMILY, DATASET
 
@@ -107,7 +97,7 @@ class _Runs(FamilyRuns):
         xt, yt, xv, yv = digits(cfg["seed"], cfg["n_train"], cfg["label_noise"])
         model = _model(cfg)
         opt = make_optimizer(model.parameters(), cfg)
-        val_fn = _val_loss_fn(model, xv, yv)
+        val_fn = cross_entropy_val_fn(model, xv, yv)
         batches = batches_for(xt, yt, cfg, default_delay_s=0.0005)
         if cfg["early_stop"]:
             batches = early_stopping(batches, val_fn, cfg["early_stop"])
@@ -130,8 +120,7 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
 
     def twin_run(name, style, cfg, description, **kw):
         f, c = runs.train(name, style, "wandb", cfg, **kw)
-        runs.add(name, style, f, c, faults=[], intended=[], cause="twin", twin=None, truth_measures={},
-                 description=description)
+        runs.add_unlabelled(name, style, f, c, cause="twin", description=description)
 
     twin_run("mixup_twin_adamw", "wandb", {},
              "Small CNN, mixup alpha 0.4 and label smoothing 0.1, AdamW 1e-3 (weight decay 0.01), dropout 0.1, batch 32: "
@@ -142,12 +131,9 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
         if not want(name):
             return
         f, c = runs.train(name, style, "wandb", cfg, **kw)
-        twin = runs.taps[twin_name]
-        ok, measures = check(runs.taps[name], twin)
-        got, also, measures = truth.labels_from_check(intended, ok, measures, runs.taps[name], twin, key)
-        extra = {"also_acceptable": also} if also else {}
-        runs.add(name, style, f, c, faults=got, intended=intended, cause=cause, twin=twin_name,
-                 truth_measures=measures, description=description, **extra)
+        ok, measures = check(runs.taps[name], runs.taps[twin_name])
+        runs.add_checked(name, style, f, c, intended=intended, ok=ok, measures=measures, cause=cause, twin=twin_name,
+                         loss_key=key, description=description)
 
     osc = lambda tap, twin: truth.confirm_oscillation(tap, twin, key)
     slow = lambda tap, twin: truth.confirm_slow(tap, twin, key)
@@ -209,5 +195,5 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
     for name, style, naming, cfg, kw, desc in healthy:
         if want(name):
             f, c = runs.train(name, style, naming, cfg, **kw)
-            runs.add(name, style, f, c, faults=[], intended=[], cause="healthy", twin=None, truth_measures={}, description=desc)
+            runs.add_unlabelled(name, style, f, c, cause="healthy", description=desc)
     return runs.entries

@@ -21,8 +21,8 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from . import truth
-from .common import (NAMES, corrupt_nan_at, early_stopping, fit, lr_spike, make_optimizer, make_scheduler,
-                     oversized_images_at, seed_all, shrink_init)
+from .common import (NAMES, corrupt_nan_at, cross_entropy_val_fn, early_stopping, fit, lr_spike, make_optimizer,
+                     make_scheduler, oversized_images_at, seed_all, shrink_init)
 from .family_runs import FamilyRuns, batches_for, describe_injections
 from .sinks import open_run
 
@@ -106,16 +106,6 @@ def _model(cfg: dict) -> SmallResNet:
     return shrink_init(SmallResNet(cfg["width"], cfg["dropout"]), cfg["init"])
 
 
-def _val_loss_fn(model: torch.nn.Module, xv: torch.Tensor, yv: torch.Tensor):
-    def fn() -> float:
-        model.eval()
-        with torch.no_grad():
-            loss = torch.nn.functional.cross_entropy(model(xv), yv).item()
-        model.train()
-        return loss
-    return fn
-
-
 def shift_augment(batches, seed: int, background: float):
     """Random-shift augmentation (the CIFAR recipe's pad-and-crop): each training image is padded by one pixel of
     background and cropped back to 8x8 at a random offset (up to one pixel each way); seeded per epoch."""
@@ -143,7 +133,7 @@ class _Runs(FamilyRuns):
             batches = shift_augment(batches, cfg["seed"], float(xt.min()))
         if corrupt is not None:
             batches = corrupt(batches, -(-len(xt) // cfg["batch_size"]))
-        val_fn = _val_loss_fn(model, xv, yv)
+        val_fn = cross_entropy_val_fn(model, xv, yv)
         if cfg["early_stop"]:
             batches = early_stopping(batches, val_fn, cfg["early_stop"])
         logged_cfg = dict(cfg, model=f"resnet8-w{cfg['width']}-bn", dataset=DATASET, n_train=len(xt))

@@ -14,8 +14,8 @@ import torch
 from sklearn.datasets import load_digits
 
 from . import truth
-from .common import (NAMES, fit, long_sequences_at, lr_spike, make_optimizer, make_scheduler, minibatches, seed_all,
-                     shrink_init)
+from .common import (NAMES, cross_entropy_val_fn, fit, long_sequences_at, lr_spike, make_optimizer, make_scheduler,
+                     minibatches, seed_all, shrink_init)
 from .sinks import open_run
 
 FAMILY = "seqcls"
@@ -74,16 +74,6 @@ def _model(cfg: dict) -> RowGRU:
 
 
 
-def _val_loss_fn(model: torch.nn.Module, xv: torch.Tensor, yv: torch.Tensor):
-    def fn() -> float:
-        model.eval()
-        with torch.no_grad():
-            loss = torch.nn.functional.cross_entropy(model(xv), yv).item()
-        model.train()
-        return loss
-    return fn
-
-
 class _Runs:
     def __init__(self, root: Path):
         self.root, self.taps, self.entries = root, {}, []
@@ -101,7 +91,7 @@ class _Runs:
         log = open_run(style, self.root, name, cfg)
         fit(model, batches,
             lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]), opt, log, epochs=10_000, naming=naming,
-            scheduler=make_scheduler(opt, cfg), val_fn=_val_loss_fn(model, xv, yv), val_every=val_every,
+            scheduler=make_scheduler(opt, cfg), val_fn=cross_entropy_val_fn(model, xv, yv), val_every=val_every,
             log_every=log_every, layer_grads=LAYERS, clip=cfg["clip"], before_step=before_step,
             max_steps=cfg["max_steps"])
         file = log.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import truth
 from ._pipeline import loader_batches
 from .common import minibatches
 
@@ -60,6 +61,19 @@ class FamilyRuns:
         self.entries.append(manifest_entry(self.family, name, self.model_of(cfg), self.dataset, style, file,
                                            faults=faults, intended=intended, cause=cause, twin=twin, seed=cfg["seed"],
                                            config=cfg, truth=truth_measures, description=description, **extra))
+
+    def add_unlabelled(self, name, style, file, cfg, *, cause, description):
+        """A run meant to be sane (``cause`` "twin" or "healthy"): no fault, no twin, no truth measures."""
+        self.add(name, style, file, cfg, faults=[], intended=[], cause=cause, twin=None, truth_measures={},
+                 description=description)
+
+    def add_checked(self, name, style, file, cfg, *, intended, ok, measures, cause, twin, loss_key, description):
+        """A fault run labelled by what its twin check found (``ok``, ``measures``): the intended faults when
+        confirmed, else what :func:`.truth.labels_from_check` makes of it."""
+        got, also, measures = truth.labels_from_check(intended, ok, measures, self.taps[name], self.taps[twin], loss_key)
+        extra = {"also_acceptable": also} if also else {}
+        self.add(name, style, file, cfg, faults=got, intended=intended, cause=cause, twin=twin, truth_measures=measures,
+                 description=description, **extra)
 
 
 def batches_for(x, y, cfg: dict, default_delay_s: float):
