@@ -48,3 +48,17 @@ def test_a_path_the_commit_lacks_is_an_error_not_an_empty_folder(repository, tmp
     with pytest.raises(SystemExit, match="gave no file"):
         restore_one(git_dir, commit, "lightning_logs/version_9", tmp_path / "nothing")
     assert not (tmp_path / "nothing").exists()
+
+
+def test_a_mirror_is_found_bare_or_as_a_work_tree(repository, tmp_path):
+    # fetch leaves most snapshots bare (<owner>+<name>/repo) and some as a work tree (repo/.git).
+    from evidence.public.restore import _git_dir
+
+    git_dir, _ = repository
+    mirrors = tmp_path / "mirrors"
+    (mirrors / "owner+tree").mkdir(parents=True)
+    (mirrors / "owner+tree" / "repo").mkdir()
+    git_dir.rename(mirrors / "owner+tree" / "repo" / ".git")
+    assert _git_dir("owner/tree", mirrors, tmp_path) == mirrors / "owner+tree" / "repo" / ".git"
+    with pytest.raises(SystemExit, match="no mirror of owner/missing"):
+        _git_dir("owner/missing", mirrors, tmp_path)
