@@ -4,6 +4,9 @@
   ``nonfinite``, critical, with the spike as onset; a calm jump or a loss that keeps bouncing is not;
 - a loss that never learns is ``loss-oscillation`` (``no_learning``); a run that converged and idles is not;
 - a loss that fell and then froze (it stops moving from batch to batch) is ``loss-oscillation`` (``frozen_level``);
+- a loss on a plateau beside a quality metric (accuracy, mAP) that is exactly 0 at every evaluation is
+  ``loss-oscillation`` (``metric_at_zero``), and not ``slow-convergence``; the same loss beside an accuracy that
+  rose, or beside a per-class score at 0, is not;
 - a fall that crawls at a constant rate and is still falling is ``slow-convergence`` (``back_loaded_fall``);
   a loss that bends early is not;
 - a NaN gradient norm under a finite loss (HF filters NaN losses from its log) is a ``nonfinite`` warning;
@@ -84,6 +87,29 @@ def test_a_run_that_converges_early_and_idles_is_healthy():
     idle = 2.0 * np.exp(-T / 20) + 0.1 + _noise(5, 0.002)
     report = _report(loss=idle)
     assert report.finding("loss-oscillation").level == "ok" and report.finding("slow-convergence").level == "ok"
+
+
+def _detector_that_never_scores(metric_values, key="metrics/mAP50(B)"):
+    # Public log P214 (a YOLO model trained from scratch at a peak LR of 3e-5): the summed loss drifts
+    # down a few percent with batch noise while mAP, precision and recall are 0 at all 100 evaluations.
+    loss = 13.6 - 0.9 * T / N + _noise(12, 0.25)
+    evals = T[::10]
+    return analyze(RunHistory.from_series(REF, {"train/loss": (T, loss), key: (evals, metric_values(evals))}))
+
+
+def test_a_plateau_beside_a_quality_metric_at_zero_is_loss_oscillation_not_slow():
+    report = _detector_that_never_scores(np.zeros_like)
+    finding = report.finding("loss-oscillation")
+    assert finding.level == "warning" and [e.code for e in finding.evidence] == ["metric_at_zero", "second_half_fall"], finding.message
+    assert "metrics/mAP50(B) is 0 at 100 of its 100 evaluations" in finding.message
+    assert report.finding("slow-convergence").level == "ok" and "never learned" in report.finding("slow-convergence").message
+
+
+def test_the_same_plateau_beside_a_metric_that_scored_or_a_per_class_zero_is_not_never_learned():
+    rising = _detector_that_never_scores(lambda e: 0.6 * e / N)
+    assert "metric_at_zero" not in [e.code for e in rising.finding("loss-oscillation").evidence]
+    one_class = _detector_that_never_scores(np.zeros_like, key="eval_T184_f1")  # a class never predicted (P07)
+    assert "metric_at_zero" not in [e.code for e in one_class.finding("loss-oscillation").evidence]
 
 
 def test_a_loss_that_falls_then_freezes_at_a_constant_prediction_is_loss_oscillation():
@@ -523,3 +549,13 @@ def test_an_inf_in_a_logged_term_of_the_loss_is_nonfinite_even_when_the_total_is
     finding = analyze(history).finding("nonfinite")
     assert finding.level == "critical" and "train/loss_kl" in finding.message, finding.message
     assert next(e for e in finding.evidence if e.code == "nonfinite_value").step_start == 3
+
+
+def test_quality_metrics_are_run_level_higher_is_better_keys():
+    from trackerhealth.roles import resolve
+
+    keys = ["train/loss", "val/accuracy", "metrics/mAP50-95(B)", "eval_f1", "train_acc_step", "eval_T184_f1",
+            "val_loss", "train_error", "best_acc", "lr-Adam"]
+    history = RunHistory.from_series(REF, {k: (T[:20], np.linspace(1.0, 0.5, 20)) for k in keys})
+    found = [key for _, key, _ in resolve(history).group("quality_metrics")]
+    assert found == ["val/accuracy", "metrics/mAP50-95(B)", "eval_f1", "train_acc_step"]

@@ -32,7 +32,7 @@ SCALAR_ROLES = (
     "throughput",
     "epoch",
 )
-GROUP_ROLES = ("layer_grad_norms", "layer_weight_norms", "task_losses")
+GROUP_ROLES = ("layer_grad_norms", "layer_weight_norms", "task_losses", "quality_metrics")
 ROLES = SCALAR_ROLES + GROUP_ROLES
 TIME_ROLES = ("step_time", "data_time", "compute_time")
 
@@ -44,6 +44,14 @@ _NOT_LOSS = {"acc", "accuracy", "perplexity", "ppl", "f1", "auc", "precision", "
              # fp16's dynamic loss scale (Megatron's `loss scale`, DeepSpeed's `loss_scale`) multiplies the loss
              "scale", "scaler"}
 _AGGREGATE = {"epoch", "avg", "mean", "ema", "smoothed", "running", "final", "best", "min"}
+# Quality metrics where higher is better and 0 means not one right answer: accuracy, F1, detection mAP,
+# AUROC, exact match. Only a run-level key counts: every word of it must be a stage, an aggregate or
+# one of these (``val/accuracy``, ``metrics/mAP50-95(B)``, ``eval_f1``), so a per-class score
+# (``eval_T184_f1``, a class that may rightly never be predicted) is not one.
+_QUALITY = {"acc", "accuracy", "f1", "map", "map50", "map75", "auc", "auroc", "precision", "recall", "top1", "top5",
+            "exact", "match", "em", "iou", "miou", "dice", "bleu", "rouge1", "rouge2", "rougel"}
+_QUALITY_QUALIFIERS = {"metrics", "metric", "step", "epoch", "avg", "mean", "macro", "micro", "weighted", "b", "m",
+                       "seq", "token", "char", "overall", "score"}
 
 
 def tokens(key: str) -> list[str]:
@@ -142,6 +150,14 @@ def is_loss(tok: list[str]) -> bool:
 def _is_metric_loss(tok: list[str]) -> bool:
     words = set(tok)
     return bool(_METRIC_LOSS_WORDS & words or {"cross", "entropy"} <= words) and not (_NOT_LOSS & words)
+
+
+def _is_quality(tok: list[str]) -> bool:
+    """A run-level higher-is-better quality metric: a quality word, and no word that is not a stage,
+    a qualifier, a number (``mAP50-95``) or another quality word."""
+    words = set(tok)
+    return bool(words & _QUALITY) and not (words & (_LOSS_WORDS | {"err", "error", "best", "lr"})) and all(
+        t in _QUALITY or t in _QUALITY_QUALIFIERS or t in _VAL or t in _TRAIN or t.isdigit() for t in words)
 
 
 def _is_val(tok: list[str]) -> bool:
@@ -388,6 +404,11 @@ def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, 
             tasks.append((label, k))
         if len(tasks) >= 2:
             groups["task_losses"] = tuple(tasks)
+
+    # Quality metrics (higher is better), in log order.
+    quality = tuple((k, k) for k in keys if _is_quality(tokens(k)))
+    if quality:
+        groups["quality_metrics"] = quality
 
     # Gradient and weight norms.
     grad_total = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..roles import RoleView
@@ -119,3 +121,32 @@ def start_level(values, head: float, early_rise: float) -> float:
     first = float(values[0])
     return first if first > 0 and head > early_rise * first else head
 
+
+
+@dataclass(frozen=True)
+class MetricAtZero:
+    """A higher-is-better quality metric that sat at exactly 0: what the never-scored check found."""
+
+    key: str
+    zeros: int
+    points: int
+    first_step: float
+    last_step: float
+
+
+def metric_at_zero(view: RoleView, min_points: int, zero_share: float) -> MetricAtZero | None:
+    """The first quality metric (accuracy, F1, mAP, …: role ``quality_metrics``) that is exactly 0 at
+    ``zero_share`` or more of its ``min_points``-plus finite evaluations, the last one included, else None.
+
+    A model that learned anything gets some answer right: an accuracy, F1 or mAP that is 0 at every
+    evaluation says it never did, whatever its loss does (a detector at mAP 0 for 100 epochs, public
+    log P214; a sequence model at token accuracy 0, P01). Exact zeros, not "low": what counts as low
+    depends on the task, 0 does not."""
+    for _, key, series in view.group("quality_metrics"):
+        s = series.finite()
+        if len(s) < min_points or s.values[-1] != 0:
+            continue
+        zeros = int(np.count_nonzero(s.values == 0))
+        if zeros >= zero_share * len(s):
+            return MetricAtZero(key, zeros, len(s), float(s.steps[0]), float(s.steps[-1]))
+    return None

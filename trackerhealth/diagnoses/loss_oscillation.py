@@ -33,7 +33,11 @@ first evaluations (medians of the first and last fifth, at least ``stuck_val_poi
 is stalled and swings by more than ``stuck_swing`` of its level, and it fell at least
 ``stuck_min_improvement`` but less than ``bounce_max_improvement`` (evidence ``val_stalled``, a warning):
 a batch of 2 or an LR far too high keeps a character LM bouncing near its unigram loss, where a run that
-converged early fell most of the way. A loss whose last ``relapse_parts``-th sits ``relapse`` × (two orders of magnitude) or more above
+converged early fell most of the way. A quality metric that never scored says the same where the loss cannot: an accuracy, F1 or mAP logged
+beside it (role ``quality_metrics``) that is exactly 0 at ``metric_zero_share`` of its ``metric_min_points``-plus
+evaluations, the last included, while the loss fell less than ``metric_max_half_fall`` over its second half
+(evidence ``metric_at_zero``, a warning): a loss that fell early and then sat on a plateau reads like one
+that converged, but a model that learned anything gets some answers right. A loss whose last ``relapse_parts``-th sits ``relapse`` × (two orders of magnitude) or more above
 the lowest median of any later part relapsed, at any scale (evidence ``relapse``, critical): it learned
 and then threw it away. A steady slow fall
 (``slow-convergence``) and a smooth, flat loss (for example a network whose early layers get no
@@ -80,6 +84,12 @@ FROZEN_RECOMMENDATION = (
     "early blow-up killed them."
 )
 
+NEVER_SCORED_RECOMMENDATION = (
+    "Overfit one small batch first: a model that cannot is broken, not mistuned. A metric at exactly 0 is often a "
+    "label or format bug (class ids, box coordinates, padding in the targets), so check that the targets reach the "
+    "loss and the metric; then check the learning rate is neither tiny nor huge (a short LR range test)."
+)
+
 
 REAL_CASES = (
     RealCase("transformer_lr_too_high", TORCH, "a character-level transformer trained with AdamW at lr 0.6",
@@ -88,6 +98,8 @@ REAL_CASES = (
              "fell early and then stuck: val/loss never improved after its first evaluations … the updates are too noisy"),
     RealCase("P24", PUBLIC, "JohnBBB42/Hidden_Markov_Miracles, a Lightning CSVLogger metrics.csv",
              "train_nll_step is stuck near 0.666, only 1.63% below its start 0.677, and it shot up to 28.8x its starting level early on"),
+    RealCase("P214", PUBLIC, "127158017-hue/YOLO_MINIPROJ, an Ultralytics results.csv of a YOLO model trained from scratch at a peak LR of 3e-5",
+             "metrics/precision(B) is 0 at 100 of its 100 evaluations, the last included"),
     RealCase("P09-v5", PUBLIC, "DiogoFerreira7/LSTM-Implementation, a Lightning CSVLogger metrics.csv of an LSTM regressing 0/1 targets",
              "train_loss stopped moving: from step 3,049 to 5,999 it stays within 0.0662% of 0.25 (41.9% of its start 0.597)"),
 )
@@ -133,6 +145,9 @@ class Thresholds:
     stuck_val_parts: int = knob(5, "the val loss's first and last 1/this of its evaluations are compared (medians)")
     stuck_swing: float = knob(0.06, "and a train loss whose second half swings about its moving level by more than this share of it is bouncing, not settled")
     stuck_min_improvement: float = knob(0.15, "a stuck loss did fall at first by at least this share (one that never fell is no_learning)")
+    metric_min_points: int = knob(5, "finite evaluations a quality metric (accuracy, F1, mAP) needs before its zeros say the model never learned")
+    metric_zero_share: float = knob(0.9, "a quality metric exactly 0 at this share of its evaluations (the last included) never scored")
+    metric_max_half_fall: float = knob(0.05, "and the loss fell less than this share over its second half: it is not learning (a loss still falling may be slow)")
     first_point_max_improvement: float = knob(0.15, "a loss that fell less than this share from its early median is also measured from its very first point: ending no lower than that first point, it never learned (it rose in its first steps and came back)")
 
 
@@ -177,6 +192,21 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         evidence = [Evidence(key, fell, thresholds.no_learning, float(s[0]), float(s[-1]), "no_learning",
                              f"loss {c.fmt(start)} at the start, {c.fmt(tail)} at the end")]
         return c.problem(_SELF, False, _never_learned(key, s, tail, fell), RECOMMENDATION, evidence)
+    # A quality metric (accuracy, F1, mAP) at exactly 0 at every evaluation: the model never got one answer
+    # right, whatever the loss did early on (a detector at mAP 0 for 100 epochs, public log P214; a reversal
+    # task at accuracy 0 on a plateau after its first tenth, P01-s65r1ine). A criterion the loss alone
+    # cannot give: a loss that fell and then plateaued reads the same as one that converged.
+    never_scored = c.metric_at_zero(history, thresholds.metric_min_points, thresholds.metric_zero_share)
+    if never_scored is not None and half_fall < thresholds.metric_max_half_fall and not (rising or unstable or bouncing):
+        m = never_scored
+        evidence = [Evidence(m.key, m.zeros / m.points, thresholds.metric_zero_share, m.first_step, m.last_step, "metric_at_zero",
+                             f"{m.zeros} of {m.points} evaluations exactly 0, the last included"),
+                    Evidence(key, half_fall, thresholds.metric_max_half_fall, float(s[half]), float(s[-1]), "second_half_fall",
+                             "fall of the loss over the second half of the run, relative to where that half began")]
+        message = (f"{key} never learned: {m.key} is 0 at {m.zeros} of its {m.points} evaluations, the last included, "
+                   f"and {key} fell only {c.fmt(100 * half_fall)}% over the second half of the run (to {c.fmt(tail)}). "
+                   "A model that learned anything gets some answers right.")
+        return c.problem(_SELF, False, message, NEVER_SCORED_RECOMMENDATION, evidence)
     frozen = _frozen(v[:half], v[half:], head, thresholds)
     if frozen is not None and not (rising or unstable or bouncing):
         level, spread = frozen

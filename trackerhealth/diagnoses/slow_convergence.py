@@ -14,7 +14,8 @@ now on its plateau (an LLM fine-tune creeping towards its floor). The evidence g
 the improvement and a projection: how many more runs of this length it would take to halve the
 loss at the current rate (critical beyond ``critical_runs_to_halve``; beyond ``stalled_runs_to_halve`` the
 loss is not converging at all — a classifier pinned at ln K creeps towards it — and ``loss-oscillation``'s
-never-learned rule names it, so this is ``ok``). A second shape is slow too
+never-learned rule names it, so this is ``ok``; so is a loss beside a quality metric that is exactly 0 at every
+evaluation and that fell less than ``metric_max_half_fall`` over its second half: loss-oscillation's never-scored case). A second shape is slow too
 (evidence ``back_loaded_fall``, a warning): a fall whose first half took at least ``back_loaded``
 of the run (a steady crawl that never bends, or a long plateau before a late drop, as a too-small
 init gives), still falling over the second half, calm (swings below ``max_swing`` of the level) and
@@ -86,6 +87,9 @@ class Thresholds:
     bins: int = knob(30, "bins of the train loss whose medians the line is fitted through")
     critical_runs_to_halve: float = knob(20.0, "critical when halving the loss at the end-of-run slope takes more runs than this")
     min_runs_to_halve: float = knob(4.0, "ok when the loss would halve within this many more runs of this length")
+    metric_min_points: int = knob(5, "loss-oscillation's never-scored case, with its defaults: a quality metric's finite evaluations needed")
+    metric_zero_share: float = knob(0.9, "loss-oscillation's never-scored case: share of those evaluations exactly 0 (the last included)")
+    metric_max_half_fall: float = knob(0.05, "loss-oscillation's never-scored case: the loss fell less than this share over its second half")
     stalled_runs_to_halve: float = knob(200.0, "beyond this many runs to halve, the loss is not converging at all, slowly or otherwise: loss-oscillation's never-learned case")
     min_points: int = knob(30, "finite train-loss points after warm-up needed to judge")
     head_share: float = knob(0.02, "share of the run at the start whose median is the starting level (at least 3 points)")
@@ -254,6 +258,19 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     if tail > start * (1 + thresholds.rose):
         return c.ok(_SELF, f"{key} rose overall ({c.fmt(start)} at the start, {c.fmt(tail)} at the end): "
                            "not a slow fall (see loss-oscillation)")
+    # A quality metric at exactly 0 throughout beside a loss that barely moves over its second half: the
+    # model never learned, which loss-oscillation names (its never-scored case, the same knobs and
+    # defaults); a crawl it may show is not a slow descent towards anything (public log P214: mAP 0 for
+    # 100 epochs while the summed loss crept 7% down).
+    never_scored = c.metric_at_zero(history, thresholds.metric_min_points, thresholds.metric_zero_share)
+    if never_scored is not None:
+        values = loss.values[len(loss) // 2:]
+        h_head, h_tail = stats.head_tail(values, thresholds.head_share, thresholds.tail_share)
+        half_fall = (h_head - h_tail) / h_head if h_head > 0 else 0.0
+        if half_fall < thresholds.metric_max_half_fall:
+            return c.ok(_SELF, f"{never_scored.key} is 0 at {never_scored.zeros} of its {never_scored.points} evaluations and {key} "
+                               f"fell only {c.fmt(100 * half_fall)}% over its second half: not a slow descent, the model never "
+                               "learned (loss-oscillation judges it)")
     # With its group's baseline at hand, the group says what "slow" means for this model on this data.
     against = _against_baseline(history, loss, thresholds)
     if against is not None:
