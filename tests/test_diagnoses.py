@@ -156,6 +156,18 @@ def test_a_crawling_train_loss_is_slow_unless_its_val_loss_bent_early():
     assert not analyze(_crawl_with_val(bent_val)).finding("slow-convergence").is_problem
 
 
+def test_a_crawling_train_loss_beside_a_settled_val_loss_is_converged_not_slow():
+    # Public logs P218 and P231 (per-epoch regressors and classifiers on their plateau): the train loss
+    # creeps down a few percent while the val loss has stopped moving. A val loss still falling, even a
+    # little (0.5 % over the second half, the least any torch family's too-low-LR run shows), keeps it slow.
+    noise = 0.0005 * np.resize([1.0, -1.0], 30)
+    settled_val = np.concatenate([np.linspace(0.8, 0.62, 15), np.full(15, 0.62)]) + noise
+    still_falling_val = np.concatenate([np.linspace(0.8, 0.62, 15), np.linspace(0.62, 0.6, 15)]) + noise
+    settled = analyze(_crawl_with_val(settled_val)).finding("slow-convergence")
+    assert settled.level == "ok" and "has settled" in settled.message, settled.message
+    assert analyze(_crawl_with_val(still_falling_val)).finding("slow-convergence").is_problem
+
+
 def _with_grad_norm(history, values_at):
     """The run's own series plus a ``grad_norm`` on the train-loss steps, shaped by ``values_at(steps)``."""
     data = {k: history[k] for k in history.keys()}

@@ -26,7 +26,10 @@ level too (a loss that fell most of the way during its warm-up made its progress
 tenth of the run (warm-up included) fell less than ``back_loaded_first_tenth`` of its first level: a too-low LR,
 a huge Adam epsilon or a tiny init slows a run from its first steps, where a model with a long learning horizon
 (a convolutional character LM learning longer contexts, held-out family ``conv``) drops at once and then falls
-steadily. A healthy loss covers most of its fall early.
+steadily. A healthy loss covers most of its fall early. Neither shape is slow when the val loss has settled
+(at least ``settled_val_points`` evaluations; over the second half its fitted line moves less than
+``settled_val_change`` of its level either way, with a trend t above −``settled_val_t``): the model stopped
+improving on held-out data, and a train loss creeping down beside it is fitting the training set.
 
 **Against its group.** A run analysed with its group (``--group-by``, a W&B group, an MLflow parent
 run) is first measured against the group's baseline: the steps it took to reach the baseline's loss
@@ -99,6 +102,9 @@ class Thresholds:
     settle_share: float = knob(0.1, "share at the start where a run settles, left out of the fit")
     min_bins: int = knob(6, "bins left after the settling share needed to fit a line")
     min_val_points: int = knob(5, "finite val-loss points needed to fit the val line")
+    settled_val_points: int = knob(10, "finite val-loss points needed to call the val loss settled over the second half")
+    settled_val_change: float = knob(0.005, "a val loss whose fitted line moves less than this share over the second half (either way) and does not fall significantly has settled")
+    settled_val_t: float = knob(2.0, "not significantly: that line's trend t statistic is above -settled_val_t")
     back_loaded: float = knob(0.25, "a fall whose first half took more than this share of the run is back-loaded: a healthy loss bends early")
     back_loaded_first_tenth: float = knob(0.05, "a back-loaded fall is slow only when the first tenth (warm-up included) fell less than this share of the first level: what makes a run slow slows it from the start")
     val_bent_early: float = knob(0.15, "a back-loaded train loss is not slow when the val loss covered half of its fall within this share of its evaluations (generalisation converged early; the train loss is fitting the training set)")
@@ -132,6 +138,26 @@ def _val_line(history: RoleView, death: float, thresholds: Thresholds):
     if len(val) < thresholds.min_val_points:
         return None
     return _line(val.steps, val.values, thresholds)
+
+
+def _val_settled(history: RoleView, death: float, thresholds: Thresholds) -> tuple[float, float, int] | None:
+    """(relative fall of the fitted line, its t statistic, evaluations) of the val loss's second half when
+    it has settled — moved less than ``settled_val_change`` either way and not fallen significantly (t above
+    -``settled_val_t``) — else None."""
+    val = history.series("val_loss")
+    if val is None:
+        return None
+    val = val.finite().between(-np.inf, death)
+    if len(val) < thresholds.settled_val_points:
+        return None
+    half = len(val) // 2
+    _, t_val, start, end = _line(val.steps[half:], val.values[half:], thresholds)
+    if start <= 0:
+        return None
+    change = (start - end) / start
+    if abs(change) < thresholds.settled_val_change and t_val > -thresholds.settled_val_t:
+        return change, t_val, len(val)
+    return None
 
 
 def _half_fall_share(loss, thresholds: Thresholds) -> tuple[float, float]:
@@ -304,6 +330,18 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     small = small_fall and first_tenth < thresholds.fast_start
     train_falls = t_all <= -thresholds.min_t and t_tail <= -thresholds.min_t_tail
     val_falls = val_line is not None and val_line[1] <= -thresholds.min_val_t
+    # The val loss settled: over the second half its fitted line moves less than settled_val_change of its
+    # level and does not fall significantly. The model has stopped improving on held-out data, so a train
+    # loss creeping down beside it is fitting the training set, not converging slowly (public logs P218,
+    # P224, P231: converged per-epoch plateaus; a too-low LR or a huge Adam epsilon lowers the val loss
+    # with the train loss, by 0.5 % to 11 % over the second half in every torch family).
+    if back_loaded or ((train_falls or val_falls) and small):
+        settled = _val_settled(history, float(loss.steps[-1]), thresholds)
+        if settled is not None:
+            change, t_val, points = settled
+            return c.ok(_SELF, f"{key} still creeps down, but {history.key('val_loss')} has settled: over the second half of its "
+                               f"{points} evaluations its fitted line moved {c.fmt(100 * change)}% (t={c.fmt(t_val)}). "
+                               "The model stopped improving on held-out data: converged, not slow.")
     if back_loaded and not ((train_falls or val_falls) and small):
         evidence = [
             Evidence(key, half_share, thresholds.back_loaded, float(loss.steps[0]), float(loss.steps[-1]), "back_loaded_fall",
