@@ -559,3 +559,17 @@ def test_quality_metrics_are_run_level_higher_is_better_keys():
     history = RunHistory.from_series(REF, {k: (T[:20], np.linspace(1.0, 0.5, 20)) for k in keys})
     found = [key for _, key, _ in resolve(history).group("quality_metrics")]
     assert found == ["val/accuracy", "metrics/mAP50-95(B)", "eval_f1", "train_acc_step"]
+
+
+def test_a_val_rise_beside_a_negative_train_loss_is_not_judged_and_warns_nothing():
+    # Public log P18 (machine unlearning: gradient ascent on the forget set drives the train loss below
+    # zero): the val/train ratio is undefined, so overfitting is skipped with that reason, not `ok`.
+    import warnings
+
+    evals = T[::50]
+    val = np.where(evals < 300, 1.0 - evals / 600, 0.5 + (evals - 300) / 400)
+    train = 1.0 - 3.0 * T / N
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        finding = analyze(RunHistory.from_series(REF, {"train_loss": (T, train), "val_loss": (evals, val)})).finding("overfitting")
+    assert finding.level == "skipped" and "not positive" in finding.message, finding.message

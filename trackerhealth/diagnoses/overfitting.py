@@ -21,7 +21,9 @@ seed's strongest overfitting signal. A run that stops a few evaluations after it
 stopping) does not reach these thresholds. A run whose val loss rose ``min_rise`` over enough
 evaluations while its train loss sat above its val loss at the minimum (a regularised objective such
 as mixup or label smoothing, or an unstable run) is not judged (``skipped``, with the rise): its train
-loss cannot be compared with the val loss, and `ok` beside a rising val loss would read as health.
+loss cannot be compared with the val loss, and `ok` beside a rising val loss would read as health. So is one
+whose train loss is not positive over its last evaluations (gradient ascent in machine unlearning): the
+val/train ratio is undefined there.
 
 **Why it matters.** After the val minimum every step makes the model worse on unseen data.
 """
@@ -133,7 +135,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     train_best = float(np.nanmedian(train_at[max(0, best - 1): best + 2]))
     train_end = float(np.nanmedian(train_at[-min(thresholds.end_points, len(train_at)):]))
     train_drop = (train_best - train_end) / train_best if train_best > 0 else 0.0
-    ratio_end = float(np.nanmedian(ratio[-min(thresholds.end_points, len(ratio)):]))
+    end_ratios = ratio[-min(thresholds.end_points, len(ratio)):]
+    # NaN when the train loss is not positive there (gradient ascent in machine unlearning drives it below
+    # zero, public log P18): the ratio is undefined, which the verdict below says rather than `ok`.
+    ratio_end = float(np.nanmedian(end_ratios)) if np.isfinite(end_ratios).any() else float("nan")
     ratio_best = float(ratio[best]) if np.isfinite(ratio[best]) else float("nan")
     gap_growing = ratio_end >= thresholds.min_ratio and not (ratio_end <= ratio_best)
 
@@ -159,6 +164,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                                     "objective such as mixup or label smoothing, or an unstable run) cannot be "
                                     "compared with it, so overfitting is not judged; keep the checkpoint from the "
                                     "val minimum.")
+        if rise >= thresholds.min_rise and long_enough and not np.isfinite(ratio_end):
+            return c.skipped(_SELF, f"{message}, but {tkey} is not positive over the last evaluations, so the val/train "
+                                    "ratio the check compares is undefined: overfitting is not judged; keep the checkpoint "
+                                    "from the val minimum.")
         if rise >= thresholds.min_rise:
             # A rise this large that is still `ok` must say which part of the pattern is missing, or the
             # verdict reads as a contradiction (public log P20: val 75% above its best, train flat).
