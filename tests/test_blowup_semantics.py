@@ -83,3 +83,23 @@ def test_a_converged_near_zero_loss_that_doubles_while_swinging_is_not_a_late_ri
     level = 0.5 * np.exp(-t / 10) + 1e-5 * (1 + t / N)  # at ~0 from step 60 on; the 1e-5 floor doubles
     loss = level * np.exp(0.8 * rng.standard_normal(N))
     assert not analyze(_loss_run(loss)).finding("loss-oscillation").is_problem
+
+
+def _warmup_climb_run(loss_after: np.ndarray) -> RunHistory:
+    """Public log P213's shape: the gradient norm's level climbs ~25x for a stretch early in the run (with
+    the loss rising a little there), then settles; ``loss_after`` is the loss from step 60 on."""
+    rng = np.random.default_rng(3)
+    steps = np.arange(N, dtype=float)
+    grad = _grad(rng)
+    grad[30:60] *= 25.0
+    loss = np.concatenate([2.2 + 0.02 * rng.standard_normal(30), np.linspace(2.3, 2.9, 30), loss_after])
+    return RunHistory.from_series(RunRef("files", "p", "r"), {"loss": (steps, loss), "grad_norm": (steps, grad)})
+
+
+def test_a_gradient_climb_the_run_survived_and_learned_far_past_is_not_an_explosion():
+    rng = np.random.default_rng(4)
+    learned = 2.9 * np.exp(-np.arange(N - 60) / 30) + 0.002 * (1 + rng.random(N - 60))
+    finding = analyze(_warmup_climb_run(learned)).finding("nonfinite")
+    assert finding.level == "ok" and "went on to end at" in finding.message, finding.message
+    stayed = 2.9 + 0.05 * rng.standard_normal(N - 60)  # the same climb, and the loss never got below it
+    assert analyze(_warmup_climb_run(stayed)).finding("nonfinite").level == "warning"

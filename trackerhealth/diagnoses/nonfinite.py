@@ -13,7 +13,8 @@ NaN, a gradient norm whose level (the median of blocks of at least ``block`` poi
 ``critical_factor`` ×) — unless the training loss kept falling through it (its median over
 ``learning_window`` of the run after the climb below that before, its level never above
 ``learning_peak`` × its level just before the climb): a classifier's gradient norm grows as its
-logits sharpen, while the loss falls faster than ever. A single outlier batch does not move a block's median: that is a bad
+logits sharpen, while the loss falls faster than ever. Nor is a climb short of critical after which the loss ends below
+``recovered_share`` of its level just before it: the run survived it and went on learning. A single outlier batch does not move a block's median: that is a bad
 batch, not an explosion — unless its gradient norm is ``point_spike_factor`` × the level before it
 (evidence ``grad_norm_outlier``, a warning): one corrupt record or extreme batch, which the run
 survived this time.
@@ -92,6 +93,7 @@ class Thresholds:
     min_level_blocks: int = knob(8, "loss blocks needed to look for a divergence")
     learning_window: float = knob(0.1, "share of the run before a gradient-norm climb and after it whose loss medians are compared: a climb while the loss keeps falling is the model learning, not an explosion")
     learning_peak: float = knob(1.1, "and the loss's level never rose above this multiple of its level just before the climb")
+    recovered_share: float = knob(0.5, "a climb short of critical_factor after which the loss ends below this share of its level just before it was survived: a transient, not an explosion")
     max_episodes: int = knob(2, "a loss that climbs back above the rebound line more often than this is bouncing (loss-oscillation), not blowing up")
 
 
@@ -204,7 +206,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     spikes = np.flatnonzero(ratio > thresholds.spike_factor)
     critical = ratio[worst] > thresholds.critical_factor
     if not critical:
-        learning = _loss_kept_falling(history, float(b.steps[spikes[0]]), float(b.steps[spikes[-1]]), thresholds)
+        learning = (_loss_kept_falling(history, float(b.steps[spikes[0]]), float(b.steps[spikes[-1]]), thresholds)
+                    or _survived(history, float(b.steps[spikes[0]]), thresholds))
         if learning is not None:
             return c.ok(_SELF, f"gradient-norm level rose to {c.fmt(ratio[worst])}x its earlier median around step "
                                f"{c.fmt_step(b.steps[worst])} while {learning}: the model learning, not an explosion")
@@ -218,6 +221,26 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         f"{c.fmt(ratio[worst])}x its earlier median {c.fmt(ref[worst])}; no NaN yet."
     )
     return c.problem(module, critical, message, RECOMMENDATION, [ev])
+
+
+def _survived(history: RoleView, first: float, thresholds: Thresholds) -> str | None:
+    """Why a gradient-norm climb beginning at ``first`` is not an explosion, or None: the training loss ends
+    (median of its last tenth) below ``recovered_share`` of its level just before the climb (its last
+    ``block`` points before it). The run went on to learn far past where the climb found it, so whatever
+    the climb was (an XLM-R fine-tune's warm-up, public log P213: 25x its median at step 39, then a loss
+    falling 2.9 -> 0.0007), it did not lead towards NaN."""
+    loss = history.series("train_loss")
+    if loss is None:
+        return None
+    f = loss.finite()
+    before = f.values[f.steps < first]
+    if len(before) < thresholds.block or len(f) < thresholds.min_points:
+        return None
+    just_before = stats.median(before[-thresholds.block:])
+    end = stats.median(f.values[-max(thresholds.block, len(f) // 10):])
+    if just_before > 0 and end < thresholds.recovered_share * just_before:
+        return f"{history.key('train_loss')} went on to end at {c.fmt(end)}, {c.fmt(100 * end / just_before)}% of its {c.fmt(just_before)} just before it"
+    return None
 
 
 def _loss_kept_falling(history: RoleView, first: float, last: float, thresholds: Thresholds) -> str | None:
