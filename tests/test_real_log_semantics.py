@@ -313,6 +313,9 @@ def test_a_mean_over_the_terms_is_the_training_loss_not_the_largest_term():
     (("loss", "mse", "mae", "val_loss", "val_mse", "val_mae"), "loss", "val_loss"),
     # A duration is not a loss term (public log P41 logs `loss_computation_time` beside its terms).
     (("train_loss", "loss_uic", "loss_computation_time"), "train_loss", None),
+    # CamelCase, as Keras-style and custom logs write it (public log P254: `Loss`, `ValLoss`).
+    (("Loss", "ValLoss", "ReconstructRate", "ValReconstructRate"), "Loss", "ValLoss"),
+    (("trainLoss", "valLoss"), "trainLoss", "valLoss"),
 ])
 def test_the_loss_is_found_under_the_names_scripts_give_it(keys, train, val):
     from trackerhealth.roles import resolve
@@ -555,10 +558,11 @@ def test_quality_metrics_are_run_level_higher_is_better_keys():
     from trackerhealth.roles import resolve
 
     keys = ["train/loss", "val/accuracy", "metrics/mAP50-95(B)", "eval_f1", "train_acc_step", "eval_T184_f1",
-            "val_loss", "train_error", "best_acc", "lr-Adam"]
+            "val_loss", "train_error", "best_acc", "lr-Adam", "valAccuracy"]
     history = RunHistory.from_series(REF, {k: (T[:20], np.linspace(1.0, 0.5, 20)) for k in keys})
     found = [key for _, key, _ in resolve(history).group("quality_metrics")]
-    assert found == ["val/accuracy", "metrics/mAP50-95(B)", "eval_f1", "train_acc_step"]
+    # CamelCase splits into words (`valAccuracy`), an upper-case run does not (`mAP50` stays one word).
+    assert found == ["val/accuracy", "metrics/mAP50-95(B)", "eval_f1", "train_acc_step", "valAccuracy"]
 
 
 def test_a_val_rise_beside_a_negative_train_loss_is_not_judged_and_warns_nothing():

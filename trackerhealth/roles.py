@@ -54,9 +54,14 @@ _QUALITY_QUALIFIERS = {"metrics", "metric", "step", "epoch", "avg", "mean", "mac
                        "seq", "token", "char", "overall", "score"}
 
 
+# A lower-case letter followed by a capitalised word starts a new word: ``ValLoss``, ``trainLoss`` (Keras-
+# and custom-log style, public log P254). An upper-case run stays whole, so ``mAP50`` and ``LR`` are one word.
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
+
+
 def tokens(key: str) -> list[str]:
-    """Lower-case words of a key: ``train/loss_step`` -> ``['train', 'loss', 'step']``."""
-    return [t for t in re.split(r"[^a-z0-9]+", key.lower()) if t]
+    """Lower-case words of a key: ``train/loss_step`` -> ``['train', 'loss', 'step']``, ``ValLoss`` -> ``['val', 'loss']``."""
+    return [t for t in re.split(r"[^a-z0-9]+", _CAMEL_BOUNDARY.sub("_", key).lower()) if t]
 
 
 def _natural(text: str) -> list:
