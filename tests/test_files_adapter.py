@@ -133,6 +133,37 @@ def test_wide_without_step_column_uses_row_number_and_step_column_option(tmp_pat
     assert_input_error(p, "'nope'", "not found", "loss, val_loss, batch", step_column="nope")
 
 
+def test_pandas_index_column_is_the_step_not_a_metric(tmp_path):
+    """pandas' to_csv writes the index as an unnamed first column (public logs P251, P254): it numbers the
+    rows; it is neither a metric nor a reason to say no step was found."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"Loss": [0.9, 0.7, 0.6], "ValLoss": [1.0, 0.8, 0.75]})
+    frame.to_csv(tmp_path / "history.csv")  # pandas' defaults: the index is written, headed ""
+    h = one(tmp_path / "history.csv")
+    assert h.keys() == ["Loss", "ValLoss"]
+    np.testing.assert_array_equal(h["ValLoss"].steps, [0, 1, 2])
+    assert any("pandas' index" in n for n in h.notes) and not any("row number is used" in n for n in h.notes)
+    # Re-read and re-written, the same column is headed "Unnamed: 0"; beside a named step it is dropped.
+    pd.read_csv(tmp_path / "history.csv").assign(epoch=[1, 2, 3]).to_csv(tmp_path / "again.csv", index=False)
+    h = one(tmp_path / "again.csv")
+    assert h.keys() == ["Loss", "ValLoss"]
+    np.testing.assert_array_equal(h["Loss"].steps, [1, 2, 3])
+    # A column headed "" that does not count 0, 1, 2 is a value, and is kept.
+    h = one(write(tmp_path / "odd.csv", ",loss\n5,1.0\n3,0.5\n"))
+    assert "" in h.keys()
+
+
+def test_a_pandas_index_alone_does_not_make_a_folder_file_a_log(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame({"feature_a": [1, 2], "feature_b": [3, 4]}).to_csv(tmp_path / "dataset.csv")
+    pd.DataFrame({"step": [1, 2], "loss": [1.0, 0.5]}).to_csv(tmp_path / "train.csv")
+    runs, errors = collect_histories(tmp_path)
+    assert len(runs) == 1 and not errors  # dataset.csv is no log: a pandas index is no step
+    assert runs[0].keys() == ["loss"]
+
+
 def test_epoch_is_the_step_only_without_a_step_column(tmp_path):
     h = one(write(tmp_path / "k.csv", "epoch,loss,val_loss\n0,1.0,1.5\n1,0.5,1.4\n"))
     np.testing.assert_array_equal(h["val_loss"].steps, [0, 1])

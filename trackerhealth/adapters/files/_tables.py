@@ -96,7 +96,33 @@ def table_histories(
         return [RunHistory(origin.ref(), {}, notes + ("the file has a header but no rows: nothing was logged yet",))]
     if key is not None and value is not None and key != step and value != step:
         return _long(table, cols, origin, step, key, value, notes)
+    index = _pandas_index(table)
+    if index is not None:
+        # pandas' to_csv writes the frame's index as a first column with an empty header ("Unnamed: 0" once
+        # re-read and re-written): it numbers the rows and is no metric (public logs P251, P254). Without a
+        # step column it is the step; a folder walk still asks for a named one (require_step), since any
+        # DataFrame saved with its defaults has this column.
+        if step is None and not require_step:
+            step = index
+            notes = notes + ("the first column has no name and numbers the rows 0, 1, 2, ... (pandas' index, which "
+                             f"to_csv writes by default): read as the step — {STEP_HINT}",)
+        else:
+            table = table.drop_columns([index])
+            cols = _Columns(table)
     return _wide(table, cols, origin, step, split_restarts, require_step, notes)
+
+
+def _pandas_index(table: pa.Table) -> str | None:
+    """The name of a first column that is pandas' index — headed "" or "Unnamed: 0" and holding the
+    integers 0, 1, 2, … in order — else None."""
+    name = table.column_names[0]
+    if table.num_columns < 2 or _norm(name) not in ("", "unnamed:_0"):
+        return None
+    col = table.column(0)
+    if col.null_count or not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+        return None
+    values = np.asarray(col.to_numpy(), dtype=np.float64)
+    return name if np.array_equal(values, np.arange(len(values), dtype=np.float64)) else None
 
 
 # -- long ---------------------------------------------------------------------------------------
