@@ -125,8 +125,14 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # of 144. Then a val loss settled over its second half spares slow-convergence (written after seeing
     # P231): P231 and P224's wrong slow reading gone; all 247 at 0.7699, 4 of 144. Then a gradient-norm climb
     # short of critical after which the loss ends below half its level just before it was survived, not an
-    # explosion (written after P213, batch 19): all 247 at 0.7749, 3 of 144.
-    assert not missing and len(cases) >= 247
-    assert macro_f1(cases) >= 0.774
+    # explosion (written after P213, batch 19): all 247 at 0.7749, 3 of 144. Batch 22 (P243-P254, 12 scored,
+    # blind) scored once with 6f05583's code: 0.33, 1 of 9 healthy flagged (P254 slow: its ValLoss was not
+    # read as a val loss; P251's loss column is named "0": unknown). All 259 at 0.7685, 4 of 153. Then
+    # camelCase keys split into words (written after P254): all 259 at 0.7743, 3 of 153. Batch 23 (P255-P266,
+    # 11 scored, all W&B run folders, blind) scored once with c7af7e6's code: 0.27, 2 of 7 healthy flagged
+    # input-bottleneck on W&B GPU utilisation alone (P261, P265); P255's 6 % steady eval rise and P256's
+    # PDE term (~97 % of a PINN's loss) missed. All 270 at 0.7371, 5 of 160: recorded as measured.
+    assert not missing and len(cases) >= 270
+    assert macro_f1(cases) >= 0.737
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 144 and wrong <= 3
+    assert healthy >= 160 and wrong <= 5
