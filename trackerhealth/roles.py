@@ -205,6 +205,10 @@ _GPU_UTIL = re.compile(
     r"|gpu_util(?:ization)?(?:_percent(?:age)?)?|gpu/util(?:ization)?|gpu_utilization_percentage)$",
     re.I,
 )
+# W&B marks the GPUs its process holds as ``system.gpu.process.N.*``. On a shared machine the other
+# GPUs, gpu.0 included, may be idle or running someone else's job (public log P261: gpu.0 at 0 % for a
+# whole fine-tune whose own gpu.2 was 96 % busy), so the process's GPU is the one to read.
+_GPU_PROCESS_UTIL = re.compile(r"^(?:system[/.])?gpu[_.]process[_.](?P<i>\d+)[_.]gpu$", re.I)
 _STEP_TIME = {"step_time", "elapsed_time_per_iteration", "steptime", "batch_time", "iter_time", "iteration_time", "time_step", "time_per_step", "time", "train_step_time", "time_iter", "time_batch"}
 _DATA_TIME = {"data_time", "data_load_time", "dataloader_time", "data_loading_time", "time_data", "data_wait", "data_wait_time", "load_time", "fetch_time", "data_fetch_time"}
 _COMPUTE_TIME = {"compute_time", "gpu_compute_time", "forward_backward_time", "fwd_bwd_time", "model_time", "time_compute", "train_compute_time", "compute"}
@@ -449,7 +453,7 @@ def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, 
         chosen["momentum"] = min(mom_c, key=len)
 
     # System and timing.
-    gpu = [k for k in keys if _GPU_UTIL.match(k)]
+    gpu = [k for k in keys if _GPU_PROCESS_UTIL.match(k)] or [k for k in keys if _GPU_UTIL.match(k)]
     if gpu:
         chosen["gpu_util"] = sorted(gpu, key=_natural)[0]
     for k in keys:

@@ -3,7 +3,9 @@
 **What it looks for.** The seed's rule: mean GPU utilization below ``max_gpu_util`` (60 %) with
 the time spent fetching data above the time spent computing (``data_over_compute`` × compute).
 Utilization comes from MLflow (``system/gpu_N_utilization_percentage``) or W&B
-(``system.gpu.N.gpu``) system metrics or a plain ``gpu_util`` (fractions are read as percent);
+(``system.gpu.N.gpu``; where W&B marks the GPU the run's own process holds,
+``system.gpu.process.N.gpu``, that one) system metrics or a plain ``gpu_util`` (fractions are read
+as percent);
 times from ``data_time`` and ``compute_time`` (or ``step_time − data_time``), in any unit the name
 states. The first ``skip_start`` share of the run is ignored (start-up is always slow). With only
 one side logged, the finding is a warning that says which metric would confirm it; critical needs
