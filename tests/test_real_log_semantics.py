@@ -16,6 +16,7 @@
 """
 
 import dataclasses
+import warnings
 import json
 from pathlib import Path
 
@@ -577,3 +578,31 @@ def test_a_val_rise_beside_a_negative_train_loss_is_not_judged_and_warns_nothing
         warnings.simplefilter("error")
         finding = analyze(RunHistory.from_series(REF, {"train_loss": (T, train), "val_loss": (evals, val)})).finding("overfitting")
     assert finding.level == "skipped" and "not positive" in finding.message, finding.message
+
+
+def test_the_gpu_w_and_b_marks_as_the_runs_own_is_the_one_judged_for_an_input_bottleneck():
+    # Public log P261 (batch 23, scored blind and flagged): an 8-GPU machine where gpu.0 sat at 0 % for the
+    # whole fine-tune; W&B's system.gpu.process.2.* says the run's own process held gpu.2, 96 % busy.
+    idle, busy = np.zeros(N), 96 + _noise(2, 1)
+    own = _report(**{"train/loss": _healthy_loss(), "system/gpu.0.gpu": idle, "system/gpu.2.gpu": busy,
+                     "system/gpu.process.2.gpu": busy}).finding("input-bottleneck")
+    assert not own.is_problem and own.evidence[0].metric == "system/gpu.process.2.gpu", own.message
+    # Without W&B's mark there is no telling which GPU is the run's: the first one is read, and found idle.
+    unmarked = _report(**{"train/loss": _healthy_loss(), "system/gpu.0.gpu": idle + 20, "system/gpu.2.gpu": busy})
+    assert unmarked.finding("input-bottleneck").is_problem
+
+
+def test_an_eval_logged_before_the_first_train_point_is_compared_with_the_first_train_level():
+    # Public log P267 (batch 24): HF Trainer evaluated every 132 steps but logged the train loss every 500,
+    # and the val loss was lowest at its first evaluation (step 132), before any train point: the train
+    # level there is the first one logged after it, not an all-NaN median (which raised a RuntimeWarning).
+    val_steps, train_steps = np.arange(132, 2641, 132, dtype=float), np.arange(500, 2501, 500, dtype=float)
+    history = RunHistory.from_series(REF, {
+        "loss": (train_steps, np.array([2.0, 1.2, 0.7, 0.4, 0.2])),
+        "eval_loss": (val_steps, 1.0 + 0.05 * np.arange(len(val_steps))),
+    })
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        finding = analyze(history).finding("overfitting")
+    assert finding.level != "error", finding.message
+    assert finding.is_problem, finding.message  # the train loss fell 90 % from 2.0 while the val loss rose 95 %

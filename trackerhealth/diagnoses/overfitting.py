@@ -99,6 +99,16 @@ def _train_at(train_steps, train_values, val_steps):
     return out
 
 
+def _train_level_near(train_at: np.ndarray, best: int) -> float:
+    """Training loss around evaluation ``best``; where none was logged yet (an eval every 132 steps
+    before the first train log at step 500: public log P267), the first train level after it."""
+    around = train_at[max(0, best - 1): best + 2]
+    if np.isfinite(around).any():
+        return float(np.nanmedian(around))
+    later = train_at[best:][np.isfinite(train_at[best:])]
+    return float(later[0]) if len(later) else float("nan")
+
+
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
     missing = c.missing_roles(_SELF, history)
     if missing:
@@ -132,7 +142,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
 
     train_at = _train_at(train.steps, train.values, val.steps)
     ratio = val.values / np.where(train_at > 0, train_at, np.nan)
-    train_best = float(np.nanmedian(train_at[max(0, best - 1): best + 2]))
+    train_best = _train_level_near(train_at, best)
     train_end = float(np.nanmedian(train_at[-min(thresholds.end_points, len(train_at)):]))
     train_drop = (train_best - train_end) / train_best if train_best > 0 else 0.0
     end_ratios = ratio[-min(thresholds.end_points, len(ratio)):]
