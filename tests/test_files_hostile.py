@@ -418,3 +418,15 @@ def test_runs_are_named_by_their_folder_and_carry_their_source(tmp_path, monkeyp
     assert refs["logs"]["source"] == str(Path("logs/trainer_state.json"))
     assert refs["out/checkpoint-500"]["source"] == str(Path("out/checkpoint-500/trainer_state.json"))
     assert refs["exp/version_3"]["source"] == str(Path("exp/lightning_logs/version_3/metrics.csv"))
+
+
+def test_a_git_lfs_pointer_is_named_as_one_and_a_folder_of_them_keeps_its_real_logs(tmp_path, good_csv):
+    # Observer-18/nlp (seen while collecting public logs) commits trainer_state.json through Git LFS: a clone
+    # without `git lfs pull` holds a three-line stub, which used to read as "no numeric metric columns".
+    stub = good_csv.parent / "trainer_state.json"
+    stub.write_text("version https://git-lfs.github.com/spec/v1\n"
+                    "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 18342\n")
+    result = CliRunner().invoke(main, ["analyze", str(stub)])
+    assert result.exit_code != 0 and "Git LFS pointer" in result.output and "git lfs pull" in result.output, result.output
+    histories, errors = read_paths([good_csv.parent])
+    assert [h.ref.name for h in histories] == ["good"] and errors == []

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from ...schema import RunHistory
 from ._common import Origin, mtime, stable_id
-from ._errors import SUPPORTED, InputError, NotMetrics
+from ._errors import SUPPORTED, InputError, NotMetrics, reject_lfs_pointer
 from ._hparams import sibling_hparams
 from ._json import json_document_histories
 from ._mlflow import is_run_folder, read_run
@@ -194,6 +194,7 @@ def _read_wandb(path: Path) -> RunHistory:
 
 
 def _read_one(path: Path, step_column: str | None, in_folder: bool) -> list[RunHistory]:
+    reject_lfs_pointer(path)
     if looks_like_text_log(path):
         try:
             return read_text_log(path)

@@ -29,3 +29,20 @@ class NotMetrics(InputError):
 
     Reading one file, this is an error like any other; walking a folder, such files are skipped.
     """
+
+
+# A repository whose logs are tracked by Git LFS holds, until ``git lfs pull``, a small text stub in
+# place of each file (public logs such as Observer-18/nlp's trainer_state.json): name it, not "no columns".
+LFS_POINTER_HEADER = b"version https://git-lfs.github.com/spec/"
+
+
+def reject_lfs_pointer(path: Path) -> None:
+    """Raise :class:`NotMetrics` when ``path`` is a Git LFS pointer rather than the file it stands for."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(LFS_POINTER_HEADER))
+    except OSError:
+        return  # the reader that opens it next reports why it cannot
+    if head == LFS_POINTER_HEADER:
+        raise NotMetrics(path, "is a Git LFS pointer, not the log itself: run `git lfs pull` in its repository "
+                               "(or download the file) and read it again")
