@@ -606,3 +606,26 @@ def test_an_eval_logged_before_the_first_train_point_is_compared_with_the_first_
         finding = analyze(history).finding("overfitting")
     assert finding.level != "error", finding.message
     assert finding.is_problem, finding.message  # the train loss fell 90 % from 2.0 while the val loss rose 95 %
+
+
+def _opposite_trends(val_noise_seed=None):
+    """20 evaluations: the val loss bottoms at the 6th and then climbs 6 % in order while the train loss
+    falls 25 % in order (public logs P206, P255: a 6-7 % climb beside a train loss still falling); with
+    ``val_noise_seed`` the same points after the minimum come in a random order, a rise noise could make."""
+    evals = np.arange(1, 21, dtype=float) * 50
+    val = np.concatenate([np.linspace(1.2, 1.0, 6), 1.0 + 0.06 * np.linspace(0.1, 1, 14) ** 1.5])
+    if val_noise_seed is not None:
+        tail = val[6:].copy()
+        np.random.default_rng(val_noise_seed).shuffle(tail)
+        val[6:] = tail
+    train_steps = np.arange(10, 1001, 10, dtype=float)
+    train = 1.1 * np.exp(-train_steps / 2500) + 0.01 * np.sin(train_steps)
+    return analyze(RunHistory.from_series(REF, {"train_loss": (train_steps, train), "val_loss": (evals, val)}))
+
+
+def test_a_val_loss_climbing_in_order_while_the_train_loss_falls_in_order_is_overfitting_and_a_shuffled_one_is_not():
+    finding = _opposite_trends().finding("overfitting")
+    assert finding.is_problem and finding.level == "warning", finding.message
+    assert "val_rises_train_falls" in [e.code for e in finding.evidence], finding.message
+    for seed in range(3):
+        assert not _opposite_trends(val_noise_seed=seed).finding("overfitting").is_problem, seed

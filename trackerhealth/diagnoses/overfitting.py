@@ -13,7 +13,11 @@ when that ratio ends above ``ratio_critical`` (2.0 in the seed) and is still ris
 (at least ``climb_min_rise``) also counts when it is a steady climb — the val points after the minimum
 rank-correlate with time at Kendall's tau ≥ ``climb_min_tau`` over ``climb_min_points`` evaluations —
 in a run that has memorised its training set (val/train ratio ≥ ``climb_min_ratio``): noise does not
-climb in order for that long. A run whose val loss was already ``climb_min_ratio`` × its train loss at
+climb in order for that long. So does one (at least ``climb_min_rise``, over ``climb_min_points``
+evaluations, the gap widening) where the two losses move apart in order: after the val minimum the
+val loss rises and the train loss falls, each by a one-sided Kendall trend test at p < ``trend_max_p``
+(evidence ``val_rises_train_falls``), however little the train loss fell. A rise below ``min_rise``
+is a warning, never critical. A run whose val loss was already ``climb_min_ratio`` × its train loss at
 the val minimum had memorised its training set: its train loss has nowhere left to fall, so there it
 need only not rise by more than ``min_train_drop``. Per-layer
 weight norms, when logged, are reported: late layers' norms swelling after the val minimum is the
@@ -84,6 +88,7 @@ class Thresholds:
     climb_min_tau: float = knob(0.8, "Kendall's tau of the val points after the minimum against time that makes a climb steady")
     climb_min_points: int = knob(8, "evaluations after the val minimum a steady climb needs")
     climb_min_ratio: float = knob(10.0, "val/train ratio at the end that says the training set is memorised")
+    trend_max_p: float = knob(0.01, "one-sided Kendall trend test: a val loss rising and a train loss falling after the val minimum, each at p below this, are opposite trends")
 
 
 def _train_at(train_steps, train_values, val_steps):
@@ -160,7 +165,16 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     climb_tau = _climb_tau(val.values[best:]) if points_after >= thresholds.climb_min_points else float("nan")
     steady_climb = (rise >= thresholds.climb_min_rise and climb_tau >= thresholds.climb_min_tau
                     and ratio_end >= thresholds.climb_min_ratio)
-    overfit = long_enough and trained_on and (rise >= thresholds.min_rise or steady_climb)
+    # Opposite trends: after the val minimum the val loss climbs in order while the train loss falls in
+    # order, each a one-sided Kendall trend test at p < trend_max_p over climb_min_points evaluations.
+    # Noise does not climb in order for that long; a rise of a few percent that does, beside a train loss
+    # still falling, is the textbook pattern even when neither moved far (public logs P206, P255: 6-7 %).
+    val_trend = _trend(val.values[best:]) if points_after >= thresholds.climb_min_points else None
+    train_trend = _trend(train_at[best:]) if val_trend is not None else None
+    opposite = (val_trend is not None and train_trend is not None and rise >= thresholds.climb_min_rise
+                and val_trend.statistic > 0 and val_trend.pvalue / 2 < thresholds.trend_max_p
+                and train_trend.statistic < 0 and train_trend.pvalue / 2 < thresholds.trend_max_p and gap_growing)
+    overfit = long_enough and ((trained_on and (rise >= thresholds.min_rise or steady_climb)) or opposite)
     if not overfit:
         message = f"{vkey} ends {c.fmt(100 * rise)}% above its best ({c.fmt(best_val)} at step {c.fmt_step(val.steps[best])})"
         if rise >= thresholds.min_rise and long_enough and np.isfinite(ratio_best) and 0 < ratio_best < 1:
@@ -191,7 +205,14 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         Evidence(vkey, rise, thresholds.min_rise, float(val.steps[best]), float(val.steps[-1]), "val_loss_rise",
                  f"best {c.fmt(best_val)} at step {c.fmt_step(val.steps[best])}, {c.fmt(end_val)} at the end ({points_after} evaluations later)"),
     ]
-    if rise < thresholds.min_rise:
+    by_trend = opposite and not (trained_on and (rise >= thresholds.min_rise or steady_climb))
+    if by_trend:
+        evidence.append(Evidence(vkey, val_trend.pvalue / 2, thresholds.trend_max_p, float(val.steps[best]), float(val.steps[-1]),
+                                 "val_rises_train_falls",
+                                 f"after the val minimum, over {points_after} evaluations, the val loss rose in order (Kendall's tau "
+                                 f"{c.fmt(val_trend.statistic)}, one-sided p {c.fmt(val_trend.pvalue / 2)}) while the train loss fell "
+                                 f"in order (tau {c.fmt(train_trend.statistic)}, p {c.fmt(train_trend.pvalue / 2)})"))
+    elif rise < thresholds.min_rise:
         evidence.append(Evidence(vkey, climb_tau, thresholds.climb_min_tau, float(val.steps[best]), float(val.steps[-1]), "val_loss_steady_climb",
                                  f"a small rise, but steady: Kendall's tau {c.fmt(climb_tau)} over the {points_after} evaluations after the minimum, "
                                  f"with the val loss {c.fmt(ratio_end)}x the train loss (the training set is memorised)"))
@@ -208,10 +229,14 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         growth = float(w.values[-1] / at_best) if at_best else float("nan")
         evidence.append(Evidence(wkey, growth, None, float(val.steps[best]), float(w.steps[-1]), "late_layer_weight_growth",
                                  f"last layer's weight norm grew {c.fmt(growth)}x after the val minimum"))
-    critical = ratio_rising and ratio_end > thresholds.ratio_critical
+    # A rise of a few percent, however orderly, is a warning: the checkpoint at the minimum is barely better.
+    critical = ratio_rising and ratio_end > thresholds.ratio_critical and rise >= thresholds.min_rise
     message = (f"{vkey} rose {c.fmt(100 * rise)}% from its best {c.fmt(best_val)} (step {c.fmt_step(val.steps[best])}) to {c.fmt(end_val)} "
                f"while {tkey} went {c.fmt(train_best)} → {c.fmt(train_end)}; val/train ratio now {c.fmt(ratio_end)}.")
-    if rise < thresholds.min_rise:
+    if by_trend:
+        message += (f" The val loss rose in order while the train loss fell in order over the {points_after} evaluations "
+                    "since the minimum (opposite trends, each significant).")
+    elif rise < thresholds.min_rise:
         message += (f" A small rise, but a steady climb (Kendall's tau {c.fmt(climb_tau)} over {points_after} evaluations) "
                     "in a run that has memorised its training set.")
     return c.problem(_SELF, critical, message, RECOMMENDATION, evidence)
@@ -232,6 +257,17 @@ def _missing_part(thresholds: Thresholds, tkey: str, *, long_enough: bool, point
                 "falling may be a shift between the train and val data, or an unstable run)")
     return (f"the val/train ratio ends at {c.fmt(ratio_end)} (needs {c.fmt(thresholds.min_ratio)} and a rise from "
             f"{c.fmt(ratio_best)} at the val minimum): val is not pulling away from train")
+
+
+def _trend(values: np.ndarray):
+    """Kendall's tau of ``values`` (NaN dropped) against their order, with its two-sided p-value; None when
+    fewer than three values or a constant series leave no order to test."""
+    from scipy.stats import kendalltau  # imported here: scipy.stats costs most of a second to load
+
+    values = values[np.isfinite(values)]
+    if len(values) < 3 or np.ptp(values) == 0:
+        return None
+    return kendalltau(np.arange(len(values)), values)
 
 
 def _climb_tau(values: np.ndarray) -> float:
