@@ -241,3 +241,43 @@ def test_histogram_keys():
 
 def test_block_constant():
     assert BLOCK_LEN == BLOCK
+
+
+def _log_once_at_the_end(tmp_path, n_samples: int):
+    """A run that calls ``wandb.log`` once, after training (public repository Pranav335/Seq2SeqModel_CH22D031:
+    79 sweep runs of one history row each, at step 0): ``n_samples`` system-metric samples, then the row."""
+    pb = import_proto()
+    records = []
+    header = pb.Record()
+    header.header.SetInParent()
+    run = pb.Record()
+    run.run.run_id, run.run.project = "once", "p"
+    records += [header, run]
+    for i in range(n_samples):
+        stats = pb.Record()
+        stats.stats.stats_type = pb.StatsRecord.SYSTEM
+        stats.stats.timestamp.seconds = 900 + 10 * i
+        item = stats.stats.item.add()
+        item.key, item.value_json = "cpu", str(float(10 + i))
+        records.append(stats)
+    row = pb.Record()
+    for key, value in (("training_loss", "0.75"), ("_step", "0"), ("_timestamp", "1500.0"), ("_runtime", "600.0")):
+        item = row.history.item.add()
+        item.key, item.value_json = key, value
+    row.history.step.num = 0
+    done = pb.Record()
+    done.exit.exit_code = 0
+    records += [row, done]
+    folder = tmp_path / "run-20240101_000000-once"
+    folder.mkdir()
+    (folder / "run-once.wandb").write_bytes(encode_log([r.SerializeToString() for r in records]))
+    return folder
+
+
+def test_system_samples_of_a_run_whose_rows_share_one_step_are_all_kept(tmp_path):
+    # Placed by interpolating wall time through the rows, every sample landed on step 0 and all but the last
+    # were dropped as duplicates, without a word: 48 CPU samples read as 1.
+    history = read_run_folder(_log_once_at_the_end(tmp_path, n_samples=6))
+    assert len(history["training_loss"]) == 1
+    assert list(history["system/cpu"].values) == [10.0, 11.0, 12.0, 13.0, 14.0, 15.0]
+    assert any("share one step" in note for note in history.notes), history.notes

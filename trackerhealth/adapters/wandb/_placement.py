@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 NO_ROWS_NOTE = "no history rows with a step and time: system metrics are placed at their sample index"
+ONE_STEP_NOTE = "all history rows share one step: system metrics are placed at their sample index"
 
 
 def place_on_steps(times, walls, steps) -> tuple[np.ndarray, str]:
@@ -24,7 +25,11 @@ def place_on_steps(times, walls, steps) -> tuple[np.ndarray, str]:
     # Both axes only go forward; a clock step back must not fold the mapping over.
     t_axis = np.maximum.accumulate(walls[ok])
     s_axis = np.maximum.accumulate(steps[ok])
+    if s_axis[0] == s_axis[-1] and len(times) > 1:
+        # One step only (a sweep that logs once, at the end): interpolation would put every sample
+        # on that step and all but the last would be dropped as duplicates.
+        return np.arange(len(times), dtype=np.float64), ONE_STEP_NOTE
     return np.interp(times, t_axis, s_axis), ""
 
 
-__all__ = ["NO_ROWS_NOTE", "place_on_steps"]
+__all__ = ["NO_ROWS_NOTE", "ONE_STEP_NOTE", "place_on_steps"]
