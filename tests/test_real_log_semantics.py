@@ -629,3 +629,14 @@ def test_a_val_loss_climbing_in_order_while_the_train_loss_falls_in_order_is_ove
     assert "val_rises_train_falls" in [e.code for e in finding.evidence], finding.message
     for seed in range(3):
         assert not _opposite_trends(val_noise_seed=seed).finding("overfitting").is_problem, seed
+
+
+def test_gpu_utilisation_alone_blames_the_input_pipeline_only_when_the_gpu_is_idle_most_of_the_time():
+    # Public W&B logs with GPU utilisation and no data time: P16 (an SSD detector, GPUs 29 % busy, swinging
+    # 0-75 %) is input-bound; P265, P282, P284 (45-55 % busy: a deep-prior fit, two YOLOv7 runs) are not.
+    half_busy = _report(**{"train/loss": _healthy_loss(), "system/gpu.process.0.gpu": 50 + _noise(3, 5)})
+    finding = half_busy.finding("input-bottleneck")
+    assert not finding.is_problem and "log data_time" in finding.message, finding.message
+    mostly_idle = _report(**{"train/loss": _healthy_loss(), "system/gpu.process.0.gpu": np.clip(25 + _noise(3, 20), 0, 100)})
+    finding = mostly_idle.finding("input-bottleneck")
+    assert finding.is_problem and finding.level == "warning" and "data_time" in finding.message, finding.message

@@ -8,7 +8,9 @@ Utilization comes from MLflow (``system/gpu_N_utilization_percentage``) or W&B
 as percent);
 times from ``data_time`` and ``compute_time`` (or ``step_time − data_time``), in any unit the name
 states. The first ``skip_start`` share of the run is ignored (start-up is always slow). With only
-one side logged, the finding is a warning that says which metric would confirm it; critical needs
+one side logged, the finding is a warning that says which metric would confirm it — and utilization
+alone must be below ``util_only_max_gpu_util`` (a GPU idle most of the time), since a small model or
+batch leaves a GPU 30-60 % busy as often as a slow input pipeline does; critical needs
 both sides and utilization below ``critical_gpu_util`` or data time at least
 ``critical_data_factor`` × ``data_over_compute`` × compute. A run analysed with its group gets the
 run's median step time and throughput against the baseline's as evidence
@@ -58,6 +60,7 @@ class Thresholds:
     critical_data_factor: float = knob(2.0, "with both sides logged, data time at least this multiple of data_over_compute x compute is critical")
     skip_start: float = knob(0.05, "share of the run at the start (start-up) that is ignored")
     min_points: int = knob(5, "points of utilization or timing needed to judge")
+    util_only_max_gpu_util: float = knob(30.0, "with no data/compute timing logged, mean utilization (percent) must be below this to be flagged (a warning)")
 
 
 def _body(s: Series | None, skip: float) -> Series | None:
@@ -113,13 +116,21 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         hit = low_util and data_bound
         critical = hit and (mean_util < thresholds.critical_gpu_util or data_ratio >= thresholds.critical_data_factor * thresholds.data_over_compute)
     else:
-        hit, critical = (low_util if has_util else data_bound), False
+        # Utilization alone cannot tell a GPU starved of input from one a small model or batch leaves idle:
+        # on public W&B logs, 30-60 % busy was the second far more often than the first (P265, P282, P284
+        # healthy or overfitting, not input-bound). Alone it must be low enough to be critical-grade.
+        util_only_low = has_util and mean_util < thresholds.util_only_max_gpu_util
+        hit, critical = (util_only_low if has_util else data_bound), False
     if not hit:
         parts = []
         if mean_util is not None:
             parts.append(f"mean GPU utilization {c.fmt(mean_util)}%")
         if data_ratio is not None:
             parts.append(f"data time {c.fmt(data_ratio)}x compute time")
+        if low_util and not has_timing:
+            parts.append(f"below {c.fmt(thresholds.max_gpu_util)}%, but with no data_time logged that is not blamed on the "
+                         f"input pipeline unless under {c.fmt(thresholds.util_only_max_gpu_util)}% (a small model or batch "
+                         "leaves a GPU as idle): log data_time and compute_time per step to tell")
         return c.ok(_SELF, "; ".join(parts), tuple(evidence))
 
     said = []

@@ -261,11 +261,11 @@ def _missing_part(thresholds: Thresholds, tkey: str, *, long_enough: bool, point
 
 def _trend(values: np.ndarray):
     """Kendall's tau of ``values`` (NaN dropped) against their order, with its two-sided p-value; None when
-    fewer than three values or a constant series leave no order to test."""
+    fewer than two values or a constant series leave no order to test."""
     from scipy.stats import kendalltau  # imported here: scipy.stats costs most of a second to load
 
     values = values[np.isfinite(values)]
-    if len(values) < 3 or np.ptp(values) == 0:
+    if len(values) < 2 or np.ptp(values) == 0:
         return None
     return kendalltau(np.arange(len(values)), values)
 
