@@ -430,3 +430,20 @@ def test_a_git_lfs_pointer_is_named_as_one_and_a_folder_of_them_keeps_its_real_l
     assert result.exit_code != 0 and "Git LFS pointer" in result.output and "git lfs pull" in result.output, result.output
     histories, errors = read_paths([good_csv.parent])
     assert [h.ref.name for h in histories] == ["good"] and errors == []
+
+
+def test_rows_shorter_than_the_header_are_read_with_their_trailing_fields_not_logged(tmp_path):
+    # A results log (IsomorphicAlgo/Histopathologic-Cancer-Detection-Deep-Model) whose header gained summary
+    # columns after the per-epoch rows were written: those rows stop two fields short, and Arrow's parser
+    # refused 87 of 90 of them, leaving only the summary rows ("step column 'epoch' holds no numbers").
+    path = tmp_path / "training_performance.csv"
+    lines = ["version,epoch,train_loss,val_loss,best_val_loss,kaggle_auc"]
+    lines += [f"V4,{e},{2.0 / e:.4f},{2.2 / e:.4f}," for e in range(1, 13)]  # 5 of 6 fields
+    lines += ["V4,,,,0.1833,0.91", "V4,13,0.15,0.17,0.1833,0.91,unexpected"]  # a summary row; one row too long
+    path.write_text("\n".join(lines) + "\n")
+    histories, errors = read_paths([path])
+    assert errors == [] and len(histories) == 1
+    history = histories[0]
+    assert list(history["train_loss"].steps) == list(range(1, 13)), history.notes
+    assert any("12 row(s) have fewer fields than the header" in n for n in history.notes), history.notes
+    assert any("1 malformed row(s) skipped" in n for n in history.notes), history.notes

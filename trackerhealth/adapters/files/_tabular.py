@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import re
 import zlib
@@ -154,9 +155,12 @@ def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
     if key is not None and "value" in lowered:
         types[key] = pa.dictionary(pa.int32(), pa.string())  # long table: hash each key once
     bad: list[str] = []
+    short: list[int] = []
 
     def skip(row) -> str:
         bad.append(row.text)
+        if row.actual_columns < row.expected_columns:
+            short.append(row.number)
         return "skip"
 
     read = pa_csv.ReadOptions(encoding=sniffed.encoding, block_size=1 << 22)
@@ -179,6 +183,17 @@ def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
         except (pa.ArrowException, UnicodeDecodeError):
             raise InputError(path, _csv_problem(exc, sniffed)) from None
         notes.append(note)
+    if short:
+        # Rows with fewer fields than the header (a header extended by later runs, a writer that stops at
+        # its last value) lack only trailing fields; Arrow refuses them, so they are padded and the file
+        # read again, as pandas reads them (seen: a results log whose per-epoch rows stop 2 fields short
+        # of the summary columns appended later, 87 of 90 rows).
+        n_short = len(short)
+        bad.clear()
+        table = pa_csv.read_csv(pa.BufferReader(_padded(path, sniffed, len(header))),
+                                read_options=pa_csv.ReadOptions(encoding="utf8", block_size=1 << 22),
+                                parse_options=parse, convert_options=convert)
+        notes.append(f"{n_short} row(s) have fewer fields than the header; their missing trailing fields are read as not logged")
     if sniffed.encoding == "latin-1":
         notes.append("the file is not UTF-8; read as Latin-1")
     if sniffed.decimal_comma:
@@ -187,6 +202,18 @@ def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
         notes.append(f"{len(bad)} malformed row(s) skipped (wrong number of fields, e.g. {bad[0][:60]!r})")
     _note_no_line_end(notes, path, sniffed, table)
     return table, notes
+
+
+def _padded(path: Path, sniffed: Sniffed, width: int) -> bytes:
+    """The CSV with every row shorter than ``width`` fields padded with empty ones, as UTF-8 (the csv
+    module does the quoting: a quoted field may hold the delimiter)."""
+    with _stream(path, sniffed) as raw:
+        text = raw.read().decode(sniffed.encoding)
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter=sniffed.delimiter, lineterminator="\n")
+    for row in csv.reader(io.StringIO(text, newline=""), delimiter=sniffed.delimiter):
+        writer.writerow(row + [""] * (width - len(row)) if len(row) < width else row)
+    return out.getvalue().encode("utf-8")
 
 
 def _note_no_line_end(notes: list[str], path: Path, sniffed: Sniffed, table: pa.Table) -> None:
