@@ -208,7 +208,8 @@ def _padded(path: Path, sniffed: Sniffed, width: int) -> bytes:
     """The CSV with every row shorter than ``width`` fields padded with empty ones, as UTF-8 (the csv
     module does the quoting: a quoted field may hold the delimiter)."""
     with _stream(path, sniffed) as raw:
-        text = raw.read().decode(sniffed.encoding)
+        # utf-8-sig: a byte-order mark must not end up in the first column's name.
+        text = raw.read().decode("utf-8-sig" if sniffed.encoding == "utf8" else sniffed.encoding, errors="replace")
     out = io.StringIO()
     writer = csv.writer(out, delimiter=sniffed.delimiter, lineterminator="\n")
     for row in csv.reader(io.StringIO(text, newline=""), delimiter=sniffed.delimiter):
