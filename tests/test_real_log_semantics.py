@@ -640,3 +640,19 @@ def test_gpu_utilisation_alone_blames_the_input_pipeline_only_when_the_gpu_is_id
     mostly_idle = _report(**{"train/loss": _healthy_loss(), "system/gpu.process.0.gpu": np.clip(25 + _noise(3, 20), 0, 100)})
     finding = mostly_idle.finding("input-bottleneck")
     assert finding.is_problem and finding.level == "warning" and "data_time" in finding.message, finding.message
+
+
+def test_a_train_loss_on_a_floor_beside_a_val_loss_still_moving_has_not_stopped_moving():
+    # Public log P314 (blind batch 27, flagged, then this rule): a ResNet with label smoothing, one point per
+    # epoch; the train loss floors at 0.447 (within 0.5 %) while the val loss keeps falling 0.175 -> 0.164.
+    # A model whose output stopped changing would score its val set the same at every evaluation.
+    falling = 0.25 + 0.38 * np.exp(-T / 60)
+    floored = np.where(T < 300, falling + np.abs(_noise(11, 0.02)), 0.25 + np.abs(_noise(10, 1e-4)))
+    val_steps = T[::50]
+    still_learning = 0.20 + 0.05 * np.exp(-val_steps / 300)
+    report = analyze(RunHistory.from_series(REF, {"loss": (T, floored), "val_loss": (val_steps, still_learning)}))
+    assert report.finding("loss-oscillation").level == "ok", report.finding("loss-oscillation").message
+    # With the val loss as still as the train loss, the output did stop changing.
+    pinned = np.full(len(val_steps), 0.26) + np.abs(_noise(13, 1e-5)[: len(val_steps)])
+    report = analyze(RunHistory.from_series(REF, {"loss": (T, floored), "val_loss": (val_steps, pinned)}))
+    assert [e.code for e in report.finding("loss-oscillation").evidence] == ["frozen_level"]

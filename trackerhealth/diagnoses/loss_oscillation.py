@@ -28,7 +28,9 @@ over the second half its 5-95 % range is under ``frozen_range`` of its level, it
 still ``frozen_min_level`` of its start or more (evidence ``frozen_level``, a warning): minibatch training
 always moves the loss from batch to batch, so a loss that stops moving means the model's output stopped
 changing (a constant prediction such as the target's mean or the class prior, dead units, an LR at
-zero); and a loss that fell early and then stuck — its val loss ends within ``stuck_val_change`` of its
+zero) — unless a val loss evaluated ``min_val_points`` times or more over those steps still moves by
+``frozen_range`` of its level (the model is changing; the train loss sits on a floor such as label
+smoothing's); and a loss that fell early and then stuck — its val loss ends within ``stuck_val_change`` of its
 first evaluations (medians of the first and last fifth, at least ``stuck_val_points``), its second half
 is stalled and swings by more than ``stuck_swing`` of its level, and it fell at least
 ``stuck_min_improvement`` but less than ``bounce_max_improvement`` (evidence ``val_stalled``, a warning):
@@ -208,6 +210,12 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                    "A model that learned anything gets some answers right.")
         return c.problem(_SELF, False, message, NEVER_SCORED_RECOMMENDATION, evidence)
     frozen = _frozen(v[:half], v[half:], head, thresholds)
+    if frozen is not None and _val_moved(history, float(s[half]), thresholds):
+        # A model whose output stopped changing scores its val set the same at every evaluation. A val loss
+        # still moving over the same steps says the model is changing: the train loss sits on a floor (label
+        # smoothing, an epoch mean near convergence; public log P314: train 0.447 within 0.5 %, val still
+        # falling 0.175 -> 0.164, 6 % over the half).
+        frozen = None
     if frozen is not None and not (rising or unstable or bouncing):
         level, spread = frozen
         evidence = [Evidence(key, spread, thresholds.frozen_range, float(s[half]), float(s[-1]), "frozen_level",
@@ -456,6 +464,20 @@ def _learned_in_warmup(history: RoleView, thresholds: Thresholds) -> bool:
     whole = c.loss_with_warmup(history).values
     head, tail = c.start_and_end(whole, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
     return head > 0 and _fall_from_first(whole, head, tail, thresholds) > thresholds.no_learning
+
+
+def _val_moved(history: RoleView, since: float, thresholds: Thresholds) -> bool:
+    """The val loss, evaluated at least ``min_val_points`` times from step ``since`` on, has a 5-95 % range of
+    ``frozen_range`` of its level or more there (it did not stop moving with the train loss)."""
+    val = history.series("val_loss")
+    if val is None:
+        return False
+    values = val.finite().between(since, np.inf).values
+    if len(values) < thresholds.min_val_points:
+        return False
+    level = stats.median(values)
+    low, high = np.quantile(values, [thresholds.frozen_quantile, 1 - thresholds.frozen_quantile])
+    return bool(level > 0 and (high - low) / level >= thresholds.frozen_range)
 
 
 def _val_fell(history: RoleView, thresholds: Thresholds) -> bool:
