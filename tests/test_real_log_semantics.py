@@ -656,3 +656,24 @@ def test_a_train_loss_on_a_floor_beside_a_val_loss_still_moving_has_not_stopped_
     pinned = np.full(len(val_steps), 0.26) + np.abs(_noise(13, 1e-5)[: len(val_steps)])
     report = analyze(RunHistory.from_series(REF, {"loss": (T, floored), "val_loss": (val_steps, pinned)}))
     assert [e.code for e in report.finding("loss-oscillation").evidence] == ["frozen_level"]
+
+
+def _wandering_fine_tune(final: float, seed: int) -> np.ndarray:
+    """Public log P303's shape: from 10.3 down to 6.5, then bouts at a high level (30 falling to 14) every
+    120 steps, then a climb from 7 to ``final``: the second half falls (from its bouts) but not below the start."""
+    level = np.where(T < 100, 10.3 - 3.5 * T / 100, 6.5)
+    bout = ((T - 500) // 60).astype(int) % 2 == 0
+    level = np.where((T >= 500) & (T < 850) & bout, 30 - 16 * (T - 500) / 350, level)
+    level = np.where(T >= 850, 7 + (final - 7) * (T - 850) / 150, level)
+    return level * (1 + _noise(seed, 0.05))
+
+
+@pytest.mark.parametrize("seed", [22, 23])
+def test_a_loss_that_wanders_far_and_ends_where_it_began_bounces_even_if_its_second_half_falls(seed):
+    # Public log P303 (blind batch 27, missed, then this rule): an LM fine-tune from 10 settles near 6-7,
+    # jumps to ~23 for 800 steps, drops back to ~7 and climbs to ~19: 3 % below its start at the end. Its
+    # second half "falls" significantly (from the high bouts), which used to excuse the wander.
+    finding = _report(loss=_wandering_fine_tune(17.0, seed)).finding("loss-oscillation")
+    assert finding.is_problem and "level_wander" in [e.code for e in finding.evidence], finding.message
+    # The same bouts in a run that ends at a third of its start made progress: not flagged.
+    assert not _report(loss=_wandering_fine_tune(3.0, seed)).finding("loss-oscillation").is_problem

@@ -16,7 +16,8 @@ its second half more than ``late_rise`` above where that half began, by at least
 of the starting level (evidence ``second_half_rise``: it learned, then threw it away). More shapes are this
 fault: a loss that bounces without falling — over the second half a short moving median
 (``wander_window_share`` of the run) strays from a long one by more than ``wander_ratio`` of the level
-while the trend is not falling (t > −``stalled_t``) and the run improved less than
+while the trend is not falling (t > −``stalled_t``; a fall that only returns towards the start, the run
+improving less than ``no_learning`` overall, does not count as falling) and the run improved less than
 ``bounce_max_improvement`` (evidence ``level_wander``); and a loss that never learned — less than
 ``no_learning`` below its start at the end (or above it, short of ``rise``; measured from its very first point too
 when it fell less than ``first_point_max_improvement`` from its early median: a loss that rose over its first
@@ -176,7 +177,11 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     unstable = overshoot >= thresholds.blowup or ratio > thresholds.fluctuation_ratio
     wander, wander_z = _wander(v[half:], len(v), thresholds)
     stalled = _stalled(s[half:], v[half:], thresholds)
-    bouncing = wander > thresholds.wander_ratio and wander_z > thresholds.wander_over_noise and stalled and improvement < thresholds.bounce_max_improvement
+    # A second half that "falls" only back towards where the run began (improvement under no_learning) is no
+    # progress, so it does not excuse the wander (public log P303: an LM fine-tune bouncing 6 -> 23 -> 7 -> 19
+    # after its start at 10, 3 % below it at the end).
+    bouncing = (wander > thresholds.wander_ratio and wander_z > thresholds.wander_over_noise
+                and (stalled or improvement < thresholds.no_learning) and improvement < thresholds.bounce_max_improvement)
     # Flat from the first step and not falling steadily either (a steady crawl is slow-convergence).
     # The second half's fall is measured as a share, not by a t statistic: a nearly noise-free loss
     # creeping towards a constant (a collapsed prediction) is "significant" to any test and still flat.
