@@ -1,5 +1,6 @@
 """evidence.public.restore rebuilds a labelled log byte for byte from a real git repository."""
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def repository(tmp_path):
     (work / "lightning_logs" / "version_3" / "hparams.yaml").write_text("lr: 0.1\n")
     (work / "trainer_state.json").write_text('{"log_history": []}')
     _git(work, "add", "-A")
-    _git(work, "commit", "-q", "-m", "logs")
+    # Committed long ago (a restore's own clock must not date the files).
+    subprocess.run(["git", "-C", str(work), "commit", "-q", "-m", "logs"], check=True,
+                   env={**os.environ, "GIT_COMMITTER_DATE": "2023-01-02T03:04:05+00:00"})
     commit = _git(work, "rev-parse", "HEAD")
     # The author later deletes the logs: the restore must read the commit, not HEAD.
     _git(work, "rm", "-q", "-r", "lightning_logs")
@@ -41,6 +44,10 @@ def test_a_folder_and_a_file_come_back_byte_for_byte_from_the_commit(repository,
     single = tmp_path / "out" / "owner__name" / "trainer_state.json"
     assert restore_one(git_dir, commit, "trainer_state.json", single) == (1, [])
     assert single.read_text() == '{"log_history": []}'
+    # Dated to the commit, not to the restore: a W&B log with no exit record that looks freshly written
+    # would read as a run still in progress, and the verdict would depend on when the logs were restored.
+    committed = int(_git(git_dir.parent, "show", "-s", "--format=%ct", commit))
+    assert int((folder / "metrics.csv").stat().st_mtime) == committed == int(single.stat().st_mtime) == 1672628645
 
 
 def test_a_path_the_commit_lacks_is_an_error_not_an_empty_folder(repository, tmp_path):

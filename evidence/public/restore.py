@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,15 @@ def _git_dir(repo: str, mirrors: Path | None, scratch: Path) -> Path:
     return target
 
 
+def _commit_time(git_dir: Path, commit: str) -> int:
+    """The commit's committer time (unix seconds), read from the commit object alone: a partial mirror
+    may lack objects that ``git show`` would also read."""
+    body = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "commit", commit],
+                          check=True, capture_output=True, text=True).stdout
+    committer = next(line for line in body.splitlines() if line.startswith("committer "))
+    return int(committer.rsplit(" ", 2)[-2])
+
+
 def restore_one(git_dir: Path, commit: str, repo_path: str, destination: Path) -> tuple[int, list[str]]:
     """Write ``repo_path`` at ``commit`` to ``destination``; returns (files written, blobs the clone lacks).
 
@@ -46,6 +56,10 @@ def restore_one(git_dir: Path, commit: str, repo_path: str, destination: Path) -
     """
     listing = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "-z", commit, "--", repo_path],
                              check=True, capture_output=True).stdout.decode()
+    # Each file is dated to its commit: a log is historical, and a W&B log without an exit record that
+    # looks freshly written reads as a run still in progress (public log P306), so a restore's own time
+    # would change the verdicts from one hour to the next.
+    committed = _commit_time(git_dir, commit)
     written, absent = 0, []
     prefix = Path(repo_path.rstrip("/"))
     for entry in filter(None, listing.split("\0")):
@@ -61,6 +75,7 @@ def restore_one(git_dir: Path, commit: str, repo_path: str, destination: Path) -
         out = destination / relative if relative != Path() else destination
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(body.stdout)
+        os.utime(out, (committed, committed))
         written += 1
     if not written:
         raise SystemExit(f"{repo_path} at {commit} gave no file from {git_dir}")
