@@ -677,3 +677,21 @@ def test_a_loss_that_wanders_far_and_ends_where_it_began_bounces_even_if_its_sec
     assert finding.is_problem and "level_wander" in [e.code for e in finding.evidence], finding.message
     # The same bouts in a run that ends at a third of its start made progress: not flagged.
     assert not _report(loss=_wandering_fine_tune(3.0, seed)).finding("loss-oscillation").is_problem
+
+
+def test_a_val_loss_that_blows_up_orders_of_magnitude_and_recovers_is_a_nonfinite_warning():
+    # Public log P283 (blind batch 25, missed, then this rule): YOLOv7 in LR warm-up; the val objectness loss
+    # goes 0.04 -> 9.9 -> 90 -> 30 at epochs 5-7 and then back to 0.04, while the train losses stay smooth.
+    epochs = np.arange(50, dtype=float)
+    train = 0.12 * np.exp(-epochs / 20) + 0.05
+    val = 0.13 * np.exp(-epochs / 25) + 0.045
+    val[5:8] = [9.9, 90.4, 29.7]
+    report = analyze(RunHistory.from_series(REF, {"train/loss": (epochs, train), "val/loss": (epochs, val)}))
+    finding = report.finding("nonfinite")
+    assert finding.level == "warning" and [e.code for e in finding.evidence] == ["val_loss_blowup"], finding.message
+    assert finding.evidence[0].step_start == 6  # the first evaluation 100x the ones before it (9.9 at epoch 5 is ~60x)
+    # A val loss that falls by orders of magnitude (public log P29: 1.57 -> 0.0007) starts far above its
+    # overall median, and above nothing before it: healthy.
+    falling = 1.57 * np.exp(-epochs / 4) + 0.0007
+    report = analyze(RunHistory.from_series(REF, {"train/loss": (epochs, train), "val/loss": (epochs, falling)}))
+    assert not report.finding("nonfinite").is_problem, report.finding("nonfinite").message

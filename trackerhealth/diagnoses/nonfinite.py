@@ -24,7 +24,10 @@ A finite blow-up is critical too (evidence ``loss_divergence``): a loss that had
 the run, at least ``rebound`` of the way back to its start — an exploding update, an LR spike at a
 restart, an fp16 loss-scale collapse. When a gradient norm is logged it must spike past
 ``spike_factor`` × its earlier median there, and that spike is the onset; a loss that climbs back
-more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up.
+more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up. With nothing of the
+above, a val loss ``val_spike_factor`` × the median of the evaluations before it (after the first
+``val_skip_first``) is a blow-up of the evaluated model though the train loss does not show it (evidence
+``val_loss_blowup``): a warning when the run came back, critical when its last evaluation is still there.
 
 **Why it matters.** A NaN silently wastes every GPU hour after it; an exploding gradient is the
 usual step before it.
@@ -95,6 +98,9 @@ class Thresholds:
     learning_peak: float = knob(1.1, "and the loss's level never rose above this multiple of its level just before the climb")
     recovered_share: float = knob(0.5, "a climb short of critical_factor after which the loss ends below this share of its level just before it was survived: a transient, not an explosion")
     max_episodes: int = knob(2, "a loss that climbs back above the rebound line more often than this is bouncing (loss-oscillation), not blowing up")
+    val_spike_factor: float = knob(100.0, "a val loss this many times the median of the evaluations before it (after the first few) is a blow-up of the evaluated model")
+    val_skip_first: int = knob(2, "first evaluations left out of the val blow-up check (an untrained model's val loss is high)")
+    min_val_points: int = knob(5, "finite val-loss points needed to look for a val blow-up")
 
 
 def _first_nonfinite(view: RoleView, role: str):
@@ -182,8 +188,15 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     diverged = _divergence(history, thresholds)
     if diverged is not None:
         return diverged
+    exploded = _gradient_explosion(history, grad, thresholds)
+    if not exploded.is_problem:
+        return _val_blowup(history, thresholds) or exploded
+    return exploded
 
-    # No NaN: look for an exploding gradient norm.
+
+def _gradient_explosion(history: RoleView, grad: Series | None, thresholds: Thresholds) -> Finding:
+    """No NaN: an exploding gradient norm (or ``ok`` saying why not)."""
+    module = _SELF
     if grad is None:
         return c.ok(module, "no NaN/Inf in the logged losses (no gradient norm logged to check for explosions)")
     g = grad.finite()
@@ -221,6 +234,43 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         f"{c.fmt(ratio[worst])}x its earlier median {c.fmt(ref[worst])}; no NaN yet."
     )
     return c.problem(module, critical, message, RECOMMENDATION, [ev])
+
+
+def _val_blowup(history: RoleView, thresholds: Thresholds) -> Finding | None:
+    """A finite val loss ``val_spike_factor`` x the median of the evaluations before it or more (after the first
+    ``val_skip_first``): the evaluated
+    model blew up there though the train loss did not show it (public log P283: a YOLOv7 run in LR warm-up
+    whose val objectness loss went 0.04 -> 90 at one epoch and recovered, while its train losses stayed
+    smooth). Critical when the last evaluation is still that high; a warning when the run recovered."""
+    val = history.series("val_loss")
+    if val is None:
+        return None
+    val = val.finite()
+    if len(val) < thresholds.min_val_points:
+        return None
+    v = val.values
+    # Against the median of the evaluations before each one: a val loss that falls by orders of magnitude
+    # over a healthy run (public log P29: 1.57 -> 0.0007) is far above its own overall median early on.
+    earlier = np.array([stats.median(v[:i]) if i else np.nan for i in range(len(v))])
+    ratio = np.where(earlier > 0, v / np.where(earlier > 0, earlier, 1.0), 0.0)
+    ratio[: thresholds.val_skip_first] = 0.0
+    hit = np.flatnonzero(ratio >= thresholds.val_spike_factor)
+    if not len(hit):
+        return None
+    base = float(earlier[hit[0]])
+    peak = hit[int(np.argmax(v[hit]))]
+    critical = bool(v[-1] >= thresholds.val_spike_factor * base)
+    key = history.key("val_loss")
+    ev = Evidence(key, float(v[peak] / base), thresholds.val_spike_factor, float(val.steps[hit[0]]),
+                  float(val.steps[hit[-1]]), "val_loss_blowup",
+                  f"{len(hit)} evaluation(s) at {c.fmt(thresholds.val_spike_factor)}x the median of the val losses before "
+                  f"them or more; worst {c.fmt(v[peak])} at step {c.fmt_step(val.steps[peak])}")
+    after = "and is still there at the end" if critical else "and then came back"
+    message = (f"{key} blew up at step {c.fmt_step(val.steps[hit[0]])}: {c.fmt(v[peak])}, "
+               f"{c.fmt(v[peak] / base)}x its earlier median {c.fmt(base)}, {after}. The model being evaluated "
+               "diverged there even though the training loss does not show it (an LR warm-up too steep, an EMA or "
+               "BatchNorm statistics thrown off by a bad batch).")
+    return c.problem(_SELF, critical, message, RECOMMENDATION, [ev])
 
 
 def _survived(history: RoleView, first: float, thresholds: Thresholds) -> str | None:
