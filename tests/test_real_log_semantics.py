@@ -317,6 +317,9 @@ def test_a_mean_over_the_terms_is_the_training_loss_not_the_largest_term():
     # CamelCase, as Keras-style and custom logs write it (public log P254: `Loss`, `ValLoss`).
     (("Loss", "ValLoss", "ReconstructRate", "ValReconstructRate"), "Loss", "ValLoss"),
     (("trainLoss", "valLoss"), "trainLoss", "valLoss"),
+    # Lightning with on_step and on_epoch: the per-step train loss is the curve; validation is judged on its
+    # per-epoch aggregate, not its per-batch values (public log P316's val_loss_step spans 6.6e-05 to 1.7).
+    (("train_loss_step", "train_loss_epoch", "val_loss_step", "val_loss_epoch"), "train_loss_step", "val_loss_epoch"),
 ])
 def test_the_loss_is_found_under_the_names_scripts_give_it(keys, train, val):
     from trackerhealth.roles import resolve
