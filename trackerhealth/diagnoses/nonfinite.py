@@ -251,7 +251,8 @@ def _val_blowup(history: RoleView, thresholds: Thresholds) -> Finding | None:
     v = val.values
     # Against the median of the evaluations before each one: a val loss that falls by orders of magnitude
     # over a healthy run (public log P29: 1.57 -> 0.0007) is far above its own overall median early on.
-    earlier = np.array([stats.median(v[:i]) if i else np.nan for i in range(len(v))])
+    # Block-wise past a few hundred evaluations (running_blocks): a val loss logged every step is 10^6 points.
+    earlier = _running_median(v, thresholds.running_blocks)
     ratio = np.where(earlier > 0, v / np.where(earlier > 0, earlier, 1.0), 0.0)
     ratio[: thresholds.val_skip_first] = 0.0
     hit = np.flatnonzero(ratio >= thresholds.val_spike_factor)
