@@ -238,10 +238,10 @@ def _gradient_explosion(history: RoleView, grad: Series | None, thresholds: Thre
 
 def _val_blowup(history: RoleView, thresholds: Thresholds) -> Finding | None:
     """A finite val loss ``val_spike_factor`` x the median of the evaluations before it or more (after the first
-    ``val_skip_first``): the evaluated
-    model blew up there though the train loss did not show it (public log P283: a YOLOv7 run in LR warm-up
-    whose val objectness loss went 0.04 -> 90 at one epoch and recovered, while its train losses stayed
-    smooth). Critical when the last evaluation is still that high; a warning when the run recovered."""
+    ``val_skip_first``): the evaluated model blew up there though the train loss did not show it (public log
+    P283: a YOLOv7 run in LR warm-up whose val objectness loss went 0.04 -> 90 at one epoch and recovered,
+    while its train losses stayed smooth). Critical when the last evaluation is still that high; a warning
+    when the run recovered."""
     val = history.series("val_loss")
     if val is None:
         return None
