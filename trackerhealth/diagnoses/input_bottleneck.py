@@ -119,8 +119,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         # Utilization alone cannot tell a GPU starved of input from one a small model or batch leaves idle:
         # on public W&B logs, 30-60 % busy was the second far more often than the first (P265, P282, P284
         # healthy or overfitting, not input-bound). Alone it must be low enough to be critical-grade.
-        util_only_low = has_util and mean_util < thresholds.util_only_max_gpu_util
-        hit, critical = (util_only_low if has_util else data_bound), False
+        hit, critical = (mean_util < thresholds.util_only_max_gpu_util if has_util else data_bound), False
     if not hit:
         parts = []
         if mean_util is not None:

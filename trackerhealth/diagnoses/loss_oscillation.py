@@ -385,12 +385,8 @@ def _frozen(first: np.ndarray, second: np.ndarray, start: float, thresholds: Thr
     otherwise pinned. And the loss must have gone still, not been still all along: a loss averaged over
     many batches per logged point (HF's ``logging_steps``, an epoch mean) is smooth in both halves, so its
     step-to-step changes relative to its level must have shrunk ``frozen_noise_drop``-fold or more."""
-    level = stats.median(second)
-    if level <= 0 or level < thresholds.frozen_min_level * start:
-        return None
-    low, high = np.quantile(second, [thresholds.frozen_quantile, 1 - thresholds.frozen_quantile])
-    spread = float(high - low) / level
-    if spread >= thresholds.frozen_range:
+    level, spread = _level_and_spread(second, thresholds)
+    if level <= 0 or level < thresholds.frozen_min_level * start or spread >= thresholds.frozen_range:
         return None
     early_level = abs(stats.median(first))  # each half holds at least min_points / 2 points (judged_loss)
     if early_level == 0:
@@ -398,6 +394,14 @@ def _frozen(first: np.ndarray, second: np.ndarray, start: float, thresholds: Thr
     early_noise = stats.mad(np.diff(first)) / early_level
     late_noise = stats.mad(np.diff(second)) / level
     return (level, spread) if late_noise <= thresholds.frozen_noise_drop * early_noise else None
+
+
+def _level_and_spread(values: np.ndarray, thresholds: Thresholds) -> tuple[float, float]:
+    """The median of ``values`` and their ``frozen_quantile`` .. 1 - ``frozen_quantile`` range over it (inf
+    when the level is not positive): how far a loss still moves, one logged blip aside."""
+    level = stats.median(values)
+    low, high = np.quantile(values, [thresholds.frozen_quantile, 1 - thresholds.frozen_quantile])
+    return level, (float(high - low) / level if level > 0 else float("inf"))
 
 
 def _not_positive(key: str, head: float) -> Finding:
@@ -480,9 +484,8 @@ def _val_moved(history: RoleView, since: float, thresholds: Thresholds) -> bool:
     values = val.finite().between(since, np.inf).values
     if len(values) < thresholds.min_val_points:
         return False
-    level = stats.median(values)
-    low, high = np.quantile(values, [thresholds.frozen_quantile, 1 - thresholds.frozen_quantile])
-    return bool(level > 0 and (high - low) / level >= thresholds.frozen_range)
+    level, spread = _level_and_spread(values, thresholds)
+    return bool(level > 0 and spread >= thresholds.frozen_range)
 
 
 def _val_fell(history: RoleView, thresholds: Thresholds) -> bool:

@@ -162,19 +162,22 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # its training set: its train loss has nowhere left to fall, so it need not keep falling.
     memorised = np.isfinite(ratio_best) and ratio_best >= thresholds.climb_min_ratio and train_end <= train_best * (1 + thresholds.min_train_drop)
     trained_on = (train_drop >= thresholds.min_train_drop or memorised) and gap_growing
-    climb_tau = _climb_tau(val.values[best:]) if points_after >= thresholds.climb_min_points else float("nan")
+    # One Kendall test of the val points after the minimum serves both the steady climb (its tau) and the
+    # opposite trends below (its p-value).
+    val_trend = _trend(val.values[best:]) if points_after >= thresholds.climb_min_points else None
+    climb_tau = float(val_trend.statistic) if val_trend is not None else float("nan")
     steady_climb = (rise >= thresholds.climb_min_rise and climb_tau >= thresholds.climb_min_tau
                     and ratio_end >= thresholds.climb_min_ratio)
     # Opposite trends: after the val minimum the val loss climbs in order while the train loss falls in
     # order, each a one-sided Kendall trend test at p < trend_max_p over climb_min_points evaluations.
     # Noise does not climb in order for that long; a rise of a few percent that does, beside a train loss
     # still falling, is the textbook pattern even when neither moved far (public logs P206, P255: 6-7 %).
-    val_trend = _trend(val.values[best:]) if points_after >= thresholds.climb_min_points else None
     train_trend = _trend(train_at[best:]) if val_trend is not None else None
     opposite = (val_trend is not None and train_trend is not None and rise >= thresholds.climb_min_rise
                 and val_trend.statistic > 0 and val_trend.pvalue / 2 < thresholds.trend_max_p
                 and train_trend.statistic < 0 and train_trend.pvalue / 2 < thresholds.trend_max_p and gap_growing)
-    overfit = long_enough and ((trained_on and (rise >= thresholds.min_rise or steady_climb)) or opposite)
+    by_pattern = trained_on and (rise >= thresholds.min_rise or steady_climb)
+    overfit = long_enough and (by_pattern or opposite)
     if not overfit:
         message = f"{vkey} ends {c.fmt(100 * rise)}% above its best ({c.fmt(best_val)} at step {c.fmt_step(val.steps[best])})"
         if rise >= thresholds.min_rise and long_enough and np.isfinite(ratio_best) and 0 < ratio_best < 1:
@@ -205,7 +208,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         Evidence(vkey, rise, thresholds.min_rise, float(val.steps[best]), float(val.steps[-1]), "val_loss_rise",
                  f"best {c.fmt(best_val)} at step {c.fmt_step(val.steps[best])}, {c.fmt(end_val)} at the end ({points_after} evaluations later)"),
     ]
-    by_trend = opposite and not (trained_on and (rise >= thresholds.min_rise or steady_climb))
+    by_trend = opposite and not by_pattern
     if by_trend:
         evidence.append(Evidence(vkey, val_trend.pvalue / 2, thresholds.trend_max_p, float(val.steps[best]), float(val.steps[-1]),
                                  "val_rises_train_falls",
@@ -260,23 +263,15 @@ def _missing_part(thresholds: Thresholds, tkey: str, *, long_enough: bool, point
 
 
 def _trend(values: np.ndarray):
-    """Kendall's tau of ``values`` (NaN dropped) against their order, with its two-sided p-value; None when
-    fewer than two values or a constant series leave no order to test."""
+    """Kendall's tau of ``values`` (NaN dropped) against their order (1.0: a climb with no step back), with its
+    two-sided p-value; None when fewer than two values or a constant series leave no order to test (kendalltau
+    would warn and give NaN)."""
     from scipy.stats import kendalltau  # imported here: scipy.stats costs most of a second to load
 
     values = values[np.isfinite(values)]
     if len(values) < 2 or np.ptp(values) == 0:
         return None
     return kendalltau(np.arange(len(values)), values)
-
-
-def _climb_tau(values: np.ndarray) -> float:
-    """Kendall's tau of the val points after the minimum against their order: 1.0 is a climb with no step back."""
-    from scipy.stats import kendalltau  # imported here: scipy.stats costs most of a second to load
-
-    if np.ptp(values) == 0:  # a constant series has no order; kendalltau would warn and give NaN
-        return float("nan")
-    return float(kendalltau(np.arange(len(values)), values).statistic)
 
 
 def _first_nonfinite_step(history: RoleView) -> float:
