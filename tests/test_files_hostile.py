@@ -420,7 +420,7 @@ def test_runs_are_named_by_their_folder_and_carry_their_source(tmp_path, monkeyp
     assert refs["exp/version_3"]["source"] == str(Path("exp/lightning_logs/version_3/metrics.csv"))
 
 
-def test_a_git_lfs_pointer_is_named_as_one_and_a_folder_of_them_keeps_its_real_logs(tmp_path, good_csv):
+def test_a_git_lfs_pointer_is_named_as_one_and_a_folder_with_one_keeps_its_real_logs(tmp_path, good_csv):
     # Observer-18/nlp (seen while collecting public logs) commits trainer_state.json through Git LFS: a clone
     # without `git lfs pull` holds a three-line stub, which used to read as "no numeric metric columns".
     stub = good_csv.parent / "trainer_state.json"
@@ -428,8 +428,11 @@ def test_a_git_lfs_pointer_is_named_as_one_and_a_folder_of_them_keeps_its_real_l
                     "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 18342\n")
     result = CliRunner().invoke(main, ["analyze", str(stub)])
     assert result.exit_code != 0 and "Git LFS pointer" in result.output and "git lfs pull" in result.output, result.output
+    # In a folder walk the pointer is that file's error (it may stand for a log: the user must hear it was
+    # not read), never skipped like a dataset CSV; its neighbour is still read.
     histories, errors = read_paths([good_csv.parent])
-    assert [h.ref.name for h in histories] == ["good"] and errors == []
+    assert [h.ref.name for h in histories] == ["good"]
+    assert [e["source"] for e in errors] == [str(stub)] and "git lfs pull" in errors[0]["message"], errors
 
 
 def test_rows_shorter_than_the_header_are_read_with_their_trailing_fields_not_logged(tmp_path):

@@ -37,12 +37,16 @@ LFS_POINTER_HEADER = b"version https://git-lfs.github.com/spec/"
 
 
 def reject_lfs_pointer(path: Path) -> None:
-    """Raise :class:`NotMetrics` when ``path`` is a Git LFS pointer rather than the file it stands for."""
+    """Raise :class:`InputError` when ``path`` is a Git LFS pointer rather than the file it stands for.
+
+    Not :class:`NotMetrics`: a folder walk skips those silently, and a pointer may stand for a log — the
+    user must hear that this one file was not read, and how to get it, even when its neighbours were.
+    """
     try:
         with open(path, "rb") as handle:
             head = handle.read(len(LFS_POINTER_HEADER))
     except OSError:
         return  # the reader that opens it next reports why it cannot
     if head == LFS_POINTER_HEADER:
-        raise NotMetrics(path, "is a Git LFS pointer, not the log itself: run `git lfs pull` in its repository "
+        raise InputError(path, "is a Git LFS pointer, not the log itself: run `git lfs pull` in its repository "
                                "(or download the file) and read it again")
