@@ -591,7 +591,8 @@ def test_the_gpu_w_and_b_marks_as_the_runs_own_is_the_one_judged_for_an_input_bo
                      "system/gpu.process.2.gpu": busy}).finding("input-bottleneck")
     assert not own.is_problem and own.evidence[0].metric == "system/gpu.process.2.gpu", own.message
     # Without W&B's mark there is no telling which GPU is the run's: the first one is read, and found idle.
-    unmarked = _report(**{"train/loss": _healthy_loss(), "system/gpu.0.gpu": idle + 20, "system/gpu.2.gpu": busy})
+    unmarked = _report(**{"train/loss": _healthy_loss(), "system/gpu.0.gpu": np.clip(20 + _noise(4, 5), 0, 100),
+                          "system/gpu.2.gpu": busy})
     assert unmarked.finding("input-bottleneck").is_problem
 
 
@@ -643,6 +644,17 @@ def test_gpu_utilisation_alone_blames_the_input_pipeline_only_when_the_gpu_is_id
     mostly_idle = _report(**{"train/loss": _healthy_loss(), "system/gpu.process.0.gpu": np.clip(25 + _noise(3, 20), 0, 100)})
     finding = mostly_idle.finding("input-bottleneck")
     assert finding.is_problem and finding.level == "warning" and "data_time" in finding.message, finding.message
+
+
+def test_a_gpu_utilisation_that_never_moves_is_no_measurement_and_is_not_judged():
+    # Public log P342 (batch 30, scored blind): a TinyLlama LoRA run whose W&B gpu.0 read exactly 0 % in all
+    # 3589 samples, at a constant power draw, while its loss and gradient norm moved — the sensor reported
+    # nothing. It was tagged input-bottleneck; a starved GPU still computes in bursts.
+    frozen = _report(**{"train/loss": _healthy_loss(), "system/gpu.0.gpu": np.zeros(N)}).finding("input-bottleneck")
+    assert frozen.level == "skipped" and "never changed" in frozen.message and "all 0%" in frozen.message, frozen.message
+    # The same idle GPU with the slightest movement is measured, and flagged.
+    moving = _report(**{"train/loss": _healthy_loss(), "system/gpu.0.gpu": np.where(T % 50 == 0, 3.0, 0.0)})
+    assert moving.finding("input-bottleneck").is_problem
 
 
 def test_a_train_loss_on_a_floor_beside_a_val_loss_still_moving_has_not_stopped_moving():

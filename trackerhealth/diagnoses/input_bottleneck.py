@@ -5,7 +5,7 @@ the time spent fetching data above the time spent computing (``data_over_compute
 Utilization comes from MLflow (``system/gpu_N_utilization_percentage``) or W&B
 (``system.gpu.N.gpu``; where W&B marks the GPU the run's own process holds,
 ``system.gpu.process.N.gpu``, that one) system metrics or a plain ``gpu_util`` (fractions are read
-as percent);
+as percent; a utilization that never changes over the run did not measure anything and is not judged);
 times from ``data_time`` and ``compute_time`` (or ``step_time − data_time``), in any unit the name
 states. The first ``skip_start`` share of the run is ignored (start-up is always slow). With only
 one side logged, the finding is a warning that says which metric would confirm it — and utilization
@@ -93,8 +93,17 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     compute, compute_key = _compute_time(history, data, thresholds.skip_start) if data is not None else (None, "")
     has_util = util is not None and len(util) >= thresholds.min_points
     has_timing = data is not None and compute is not None and len(data) >= thresholds.min_points
+    unmeasured = ""
+    if has_util and float(np.ptp(util.values)) == 0.0:
+        # A sensor that never moves did not measure: on a GPU that trains, utilization varies from sample
+        # to sample. P342 (a W&B TinyLlama LoRA run) logged 3589 samples of exactly 0 % at a constant power
+        # draw while its loss and gradient norm moved: a driver or VM exposing no utilization, or a run
+        # that computed elsewhere — no evidence of a starved GPU either way.
+        unmeasured = (f"{history.key('gpu_util')} never changed ({len(util)} samples, all {c.fmt(float(util.values[0]))}%): "
+                      "the sensor did not report utilization, so it is not judged")
+        has_util = False
     if not has_util and not has_timing:
-        return c.skipped(_SELF, "not logged: gpu_util, or data_time with compute_time/step_time")
+        return c.skipped(_SELF, unmeasured or "not logged: gpu_util, or data_time with compute_time/step_time")
 
     evidence = []
     low_util = data_bound = False
