@@ -710,3 +710,22 @@ def test_a_val_loss_that_blows_up_orders_of_magnitude_and_recovers_is_a_nonfinit
     falling = 1.57 * np.exp(-epochs / 4) + 0.0007
     report = analyze(RunHistory.from_series(REF, {"train/loss": (epochs, train), "val/loss": (epochs, falling)}))
     assert not report.finding("nonfinite").is_problem, report.finding("nonfinite").message
+
+
+def test_a_loss_that_climbs_an_order_of_magnitude_above_its_start_blew_up_even_without_a_fall_before():
+    # Public log P321 (batch 28, missed): a Lightning run whose first logged loss, 0.017, is already its lowest;
+    # it climbs to 10.3 within four logs and bounces between ~0.3 and ~10 to the end. With no fall to measure,
+    # the learned-first path saw nothing and the run read only as an oscillating loss.
+    steps = np.arange(300, dtype=float)
+    rng = np.random.default_rng(5)
+    loss = np.where(rng.random(300) < 0.5, 0.3 + rng.random(300), 4.5 + 5 * rng.random(300))
+    loss[:4] = [0.0173, 0.051, 0.115, 1.60]
+    report = analyze(RunHistory.from_series(REF, {"train/loss": (steps, loss)}))
+    finding = report.finding("nonfinite")
+    assert finding.level == "critical" and finding.evidence[0].code == "loss_above_start", finding.message
+    assert "x its start" in finding.message and "nonfinite" in {f.id for f in report.problems}
+    # Three times its start is a bad run, not a blow-up; nor is anything said of a loss that crosses zero.
+    assert not any(e.code == "loss_above_start" for e in _report(loss=np.r_[np.full(100, 1.0), np.full(900, 3.0)]
+                                                                 + _noise(6, 0.05)).finding("nonfinite").evidence)
+    crossing = np.r_[np.full(100, 0.1), np.full(900, 5.0)] - np.where(T % 7 == 0, 6.0, 0.0)
+    assert not any(e.code == "loss_above_start" for e in _report(loss=crossing).finding("nonfinite").evidence)

@@ -24,7 +24,9 @@ A finite blow-up is critical too (evidence ``loss_divergence``): a loss that had
 the run, at least ``rebound`` of the way back to its start — an exploding update, an LR spike at a
 restart, an fp16 loss-scale collapse. When a gradient norm is logged it must spike past
 ``spike_factor`` × its earlier median there, and that spike is the onset; a loss that climbs back
-more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up. With nothing of the
+more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up. A loss level held at
+``start_factor`` × its start (the first block's level or first point, the lower) has blown up whether or not the
+log shows it learning first (evidence ``loss_above_start``; the same gradient-norm check). With nothing of the
 above, a val loss ``val_spike_factor`` × the median of the evaluations before it (after the first
 ``val_skip_first``) is a blow-up of the evaluated model though the train loss does not show it (evidence
 ``val_loss_blowup``): a warning when the run came back, critical when its last evaluation is still there.
@@ -68,6 +70,8 @@ REAL_CASES = (
              "one update at step 150 had a gradient norm of 1.54e+05, 1.94e+05x the run's level"),
     RealCase("P02-v0", PUBLIC, "0729max0729/PINNforEM, a Lightning CSVLogger metrics.csv (a physics-informed net)",
              "mean_loss diverged at step 543: its level jumped from 0.0223 back to 0.552 (its start was 0.324) without a NaN"),
+    RealCase("P321", PUBLIC, "Paksu64/Neural_Networks, a Lightning CSVLogger run folder whose first logged loss is its lowest",
+             "train_loss diverged at step 99: its level rose from 0.0506 to 9.99, 579x its start 0.0173, without a NaN"),
 )
 
 
@@ -98,6 +102,7 @@ class Thresholds:
     learning_peak: float = knob(1.1, "and the loss's level never rose above this multiple of its level just before the climb")
     recovered_share: float = knob(0.5, "a climb short of critical_factor after which the loss ends below this share of its level just before it was survived: a transient, not an explosion")
     max_episodes: int = knob(2, "a loss that climbs back above the rebound line more often than this is bouncing (loss-oscillation), not blowing up")
+    start_factor: float = knob(10.0, "a loss level this many times its starting level has blown up, whether or not it had learned first")
     val_spike_factor: float = knob(100.0, "a val loss this many times the median of the evaluations before it (after the first few) is a blow-up of the evaluated model")
     val_skip_first: int = knob(2, "first evaluations left out of the val blow-up check (an untrained model's val loss is high)")
     min_val_points: int = knob(5, "finite val-loss points needed to look for a val blow-up")
@@ -357,6 +362,11 @@ def _divergence(history: RoleView, thresholds: Thresholds) -> Finding | None:
         return None
     b = stats.binned(loss.steps, loss.values, n_blocks)
     level, steps = b.median, b.steps
+    return (_diverged_after_learning(history, level, steps, thresholds)
+            or _blown_past_start(history, level, steps, float(loss.values[0]), thresholds))
+
+
+def _diverged_after_learning(history: RoleView, level: np.ndarray, steps: np.ndarray, thresholds: Thresholds) -> Finding | None:
     start = float(level[0])
     lowest = np.minimum.accumulate(level)
     fallen = start - lowest
@@ -373,33 +383,64 @@ def _divergence(history: RoleView, thresholds: Thresholds) -> Finding | None:
         low_at = int(np.argmin(level[max(0, k - width):k + 1])) + max(0, k - width)
         if level[low_at] > lowest[k] + (1 - thresholds.rebound) * fallen[k]:
             continue  # the climb from the bottom took longer than jump_share of the run
-        onset = float(steps[low_at])
-        detail = ""
-        grad = history.series("grad_norm")
-        spiked = grad is None  # without a logged gradient norm the loss alone must tell
-        evidence = [Evidence(history.key("train_loss"), float(level[k]), float(lowest[k] + thresholds.rebound * fallen[k]), onset,
-                             float(steps[k]), "loss_divergence",
-                             f"loss level {c.fmt(lowest[k])} → {c.fmt(level[k])}, {c.fmt(100 * back[k])}% of the way back to its start {c.fmt(start)}")]
-        if grad is not None:
-            g = grad.finite()
-            near = (g.steps >= onset) & (g.steps <= steps[k])
-            earlier = g.steps < onset
-            if near.any() and earlier.sum() >= thresholds.min_points_before:
-                base = stats.median(g.values[earlier])
-                peak_i = int(np.argmax(np.where(near, g.values, -np.inf)))
-                peak = float(g.values[peak_i])
-                if base > 0 and peak > thresholds.spike_factor * base:
-                    onset = float(g.steps[peak_i])
-                    evidence.append(Evidence(history.key("grad_norm"), peak, thresholds.spike_factor * base, onset, float(steps[k]),
-                                             "grad_norm_spike_before_divergence", f"{c.fmt(peak / base)}x the median {c.fmt(base)}"))
-                    detail = f", after the gradient norm spiked to {c.fmt(peak / base)}x its median"
-                    spiked = True
-        if not spiked:
-            return None  # a jump with a calm gradient norm is not an exploding update
-        message = (f"{history.key('train_loss')} diverged at step {c.fmt_step(onset)}{detail}: its level jumped from {c.fmt(lowest[k])} "
-                   f"back to {c.fmt(level[k])} (its start was {c.fmt(start)}) without a NaN; the updates blew the model up.")
-        return c.problem(_SELF, True, message, RECOMMENDATION, evidence)
+        evidence = Evidence(history.key("train_loss"), float(level[k]), float(lowest[k] + thresholds.rebound * fallen[k]),
+                            float(steps[low_at]), float(steps[k]), "loss_divergence",
+                            f"loss level {c.fmt(lowest[k])} → {c.fmt(level[k])}, {c.fmt(100 * back[k])}% of the way back to its start {c.fmt(start)}")
+        return _blow_up(history, float(steps[low_at]), float(steps[k]), evidence, thresholds,
+                        f"its level jumped from {c.fmt(lowest[k])} back to {c.fmt(level[k])} (its start was {c.fmt(start)})")
     return None
+
+
+def _blown_past_start(history: RoleView, level: np.ndarray, steps: np.ndarray, first: float, thresholds: Thresholds) -> Finding | None:
+    """A loss level ``start_factor`` × its first level, held for ``persist_levels`` blocks: a blow-up
+    whether or not the log shows it learning first — a run whose first logged loss is already its lowest
+    (P321: 0.017 → 10.3 in four logs; P154: 1.4e6 → 1.9e12) has no fall for the learned-first path to
+    measure. No healthy training loss climbs an order of magnitude above where it started. The start is
+    the first block's level or the first point, the lower: a blow-up within the first few logs (P154's
+    second step) lifts the first block's median with it."""
+    start = min(float(level[0]), first)
+    if not start > 0 or not np.all(level > 0):
+        return None  # a loss that crosses zero (an RL objective, a log-likelihood) has no scale to multiply
+    above = level >= thresholds.start_factor * start
+    for k in np.flatnonzero(above):
+        if k + thresholds.persist_levels > len(level) or not above[k:k + thresholds.persist_levels].all():
+            continue
+        low_at = int(np.argmin(level[:k + 1]))
+        evidence = Evidence(history.key("train_loss"), float(level[k]), thresholds.start_factor * start, float(steps[low_at]),
+                            float(steps[k]), "loss_above_start",
+                            f"loss level {c.fmt(level[low_at])} → {c.fmt(level[k])}, {c.fmt(level[k] / start)}x its start {c.fmt(start)}")
+        return _blow_up(history, float(steps[low_at]), float(steps[k]), evidence, thresholds,
+                        f"its level rose from {c.fmt(level[low_at])} to {c.fmt(level[k])}, {c.fmt(level[k] / start)}x its start {c.fmt(start)},")
+    return None
+
+
+def _blow_up(history: RoleView, onset: float, until: float, evidence: Evidence, thresholds: Thresholds, how: str) -> Finding | None:
+    """The critical finding for a finite blow-up of the loss between ``onset`` and ``until``; None when a
+    logged gradient norm stayed calm there (a jump with a calm gradient norm is not an exploding update).
+    The onset moves to the gradient-norm spike when one is logged."""
+    detail = ""
+    found = [evidence]
+    grad = history.series("grad_norm")
+    if grad is not None:
+        g = grad.finite()
+        near = (g.steps >= onset) & (g.steps <= until)
+        earlier = g.steps < onset
+        spiked = False
+        if near.any() and earlier.sum() >= thresholds.min_points_before:
+            base = stats.median(g.values[earlier])
+            peak_i = int(np.argmax(np.where(near, g.values, -np.inf)))
+            peak = float(g.values[peak_i])
+            if base > 0 and peak > thresholds.spike_factor * base:
+                onset = float(g.steps[peak_i])
+                found.append(Evidence(history.key("grad_norm"), peak, thresholds.spike_factor * base, onset, until,
+                                      "grad_norm_spike_before_divergence", f"{c.fmt(peak / base)}x the median {c.fmt(base)}"))
+                detail = f", after the gradient norm spiked to {c.fmt(peak / base)}x its median"
+                spiked = True
+        if not spiked:
+            return None
+    message = (f"{history.key('train_loss')} diverged at step {c.fmt_step(onset)}{detail}: {how} without a NaN; "
+               "the updates blew the model up.")
+    return c.problem(_SELF, True, message, RECOMMENDATION, found)
 
 
 def _running_median(v: np.ndarray, blocks: int) -> np.ndarray:
