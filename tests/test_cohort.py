@@ -286,6 +286,36 @@ def test_a_small_batch_run_is_compared_in_samples_not_steps():
     assert plain["batch-4"].finding("slow-convergence").level == WARNING
 
 
+def test_a_run_that_saw_less_data_is_compared_with_the_baseline_after_as_much_data():
+    # The torch corpus' healthy batch-4 runs (resnet_tiny_batch_sane_lr, multitask_digits_tiny_batch,
+    # finetune_small_batch_sane_lr) ended 12-43x their batch-32 baselines' final val loss: as many steps,
+    # an eighth of the data. Measured at equal data they are no regression; a plateau that stays ten
+    # times above the baseline's level at that point still is.
+    def with_batch(h: RunHistory, batch: int) -> RunHistory:
+        import dataclasses
+
+        return RunHistory(dataclasses.replace(h.ref, config={"model": "cnn", "batch_size": batch}),
+                          {k: h[k] for k in h.keys()}, h.notes)
+
+    sane = [with_batch(_history("sane-a", _decay(150, floor=0.01, seed=1)), 32),
+            with_batch(_history("sane-b", _decay(160, floor=0.01, seed=2)), 32)]
+    short = with_batch(_history("batch-4", _decay(1200, floor=0.01, seed=3)), 4)
+    reports = _by_name(analyze_groups(sane + [short], None, lambda h: (("config.model", "cnn"),)))
+    finding = reports["batch-4"].finding("baseline-regression")
+    assert finding.level == OK and "after as much data (12.5% of the baseline's)" in finding.message, finding.message
+    # Without batch sizes the same run is compared at its end, in steps: an order of magnitude worse.
+    plain = _by_name(analyze_groups([_history("sane-a", _decay(150, floor=0.01, seed=1)), _history("sane-b", _decay(160, floor=0.01, seed=2)),
+                                     _history("batch-4", _decay(1200, floor=0.01, seed=3))], None, lambda h: (("config.model", "cnn"),)))
+    assert plain["batch-4"].finding("baseline-regression").level == WARNING, plain["batch-4"].finding("baseline-regression").message
+    # Against a baseline that was already at its floor after that much data, a plateau 60x above it regressed.
+    fast = [with_batch(_history("fast-a", _decay(10, floor=0.01, seed=1)), 32),
+            with_batch(_history("fast-b", _decay(12, floor=0.01, seed=2)), 32)]
+    stuck = with_batch(_history("stuck", np.maximum(_decay(80, floor=0.01, seed=3), 0.6)), 4)
+    reports = _by_name(analyze_groups(fast + [stuck], None, lambda h: (("config.model", "cnn"),)))
+    finding = reports["stuck"].finding("baseline-regression")
+    assert finding.level == WARNING and "after as much data" in finding.message, finding.message
+
+
 def test_report_group_by_draws_each_runs_baseline_and_groups_the_overview(tmp_path):
     pytest.importorskip("plotly")
     (tmp_path / "logs").mkdir()

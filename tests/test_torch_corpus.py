@@ -68,7 +68,7 @@ FLOORS = {
     "nonfinite": (1.0, 0.95),
     "overfitting": (0.88, 0.61),
     "vanishing-gradients": (0.93, 0.93),
-    "loss-oscillation": (0.95, 0.84),
+    "loss-oscillation": (0.95, 0.83),
     "slow-convergence": (0.82, 0.74),
     "task-imbalance": (1.0, 1.0),
 }
@@ -124,7 +124,10 @@ def test_pooled_held_out_floors_as_measured(folds):
     # sixteenth, finetune (a CNN pretrained on digits 0-4 and fine-tuned with a new head on 5-9, through HF
     # Trainer, Lightning, W&B, MLflow and CSV/Parquet; blind, by a helper), scored once: 0.50, 0 of 10 healthy
     # flagged; its flat LR-1e-5 run and its HF Adam-eps-1.0 run missed. Pooled over sixteen: 0.919 (0.9190), 3 of 187.
-    assert folds["pooled_macro_f1"] >= 0.919
+    # Then nonfinite reads a loss level held at 10x its start as a blow-up (written after public logs P321 and
+    # P154): vae_lr_too_high_adam (one of loss-oscillation or nonfinite) is now read as the blow-up it is, so
+    # a loss-oscillation hit became a nonfinite one (recall 27/32 -> 26/31): 0.919 (0.9187), 3 of 187.
+    assert folds["pooled_macro_f1"] >= 0.918
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -193,10 +196,13 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     # temperature-0.1 baseline made every healthy temperature-0.5 run slow, and the unet group's
     # Dice-only baseline did the same to BCE + Dice runs. The key names that rule reads were chosen
     # after seeing those two groups: this figure is not held out for it.
+    # Then baseline-regression compares a run that saw less data than its baseline with the baseline's level
+    # after as much data (written after the three healthy batch-4 runs, so not held out for them): 2 of 187,
+    # resnet's label-noise run and simclr's ReLU encoder, slow-convergence both.
     slow = grouped["grouped_held_out"]["slow-convergence"]
     assert slow["precision"] >= 0.89 and slow["recall"] >= 0.89, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 5 and total >= 187
+    assert bad <= 2 and total >= 187
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -211,11 +217,12 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
                                                                "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 5 and total >= 187  # 5 of 187 (5 alone): see the test above
-    # Macro-F1 is lower grouped (0.82; 0.81 with the mixup family's two missed overfitting runs) than alone
-    # (0.90): baseline-regression's two false alarms, healthy batch-4 runs that end far above their
-    # baseline's loss, make its row an F1 of 0 (three with the finetune family's healthy batch-4 run).
-    assert grouped["grouped"]["baseline-regression"]["fp"] <= 3 and grouped["grouped_macro_f1"] >= 0.81
+    assert bad <= 2 and total >= 187  # 2 of 187 (5 alone): see the test above
+    # Macro-F1 was lower grouped (0.81) than alone (0.89): baseline-regression's three false alarms, healthy
+    # batch-4 runs that ended 12-43x their batch-32 baseline's final val loss, made its row an F1 of 0. Compared
+    # after as much data as they saw (3-17 % of the baseline's), they end 0.3-1.7x it: none is flagged, and
+    # grouped is 0.916 (held-out thresholds: 0.937).
+    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.915
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():

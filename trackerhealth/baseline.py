@@ -72,6 +72,12 @@ class Curve:
         """Steps the curve spans (at least one)."""
         return max(self.steps[-1] - self.first_step, 1.0)
 
+    def level_after(self, length: float) -> float:
+        """The curve's level once ``length`` steps past its first step were run (its bin that
+        ends there or next); the last bin's when the curve is shorter."""
+        i = int(np.searchsorted(np.asarray(self.steps) - self.first_step, length))
+        return self.level[min(i, len(self.level) - 1)]
+
     def reached(self, level: float) -> tuple[float, float] | None:
         """``(steps, seconds)`` from the start until the bins' median first got to ``level`` or
         below, or None when it never did."""

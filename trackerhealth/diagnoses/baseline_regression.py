@@ -8,7 +8,10 @@ compared with the baseline's: the run is worse when it ends at ``times_worse`` (
 magnitude) the baseline's final level or more — also in units of each run's starting loss, when the
 run started higher (loss weights or units that put a loss on another scale from its first step are
 no regression) — and the gap is at least ``min_gap`` of the baseline's starting loss (two
-losses near zero are not "twice as bad"). The evidence also gives the best val loss, the median step
+losses near zero are not "twice as bad"). A run that saw less than ``equal_data_share`` of the
+baseline's data (its steps, in samples when both configs give a batch size) is compared with the
+baseline's level after as much data, not its end: a shorter budget ends higher without having lost
+anything. The evidence also gives the best val loss, the median step
 time, throughput and gradient norm against the baseline's. Another problem on the same run (slow convergence, overfitting, a blow-up…) explains the
 regression and is the finding that is tagged (``trackerhealth/explain.py``); this one stands alone
 only when nothing else says why. A run compared alone, or in a group with no healthy finished run,
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..baseline import comparable, curve, final_level
+from ..baseline import comparable, curve, final_level, per_step
 from ..roles import RoleView
 from ..schema import Evidence, Finding
 from . import _common as c
@@ -56,6 +59,7 @@ REAL_CASES = (
 class Thresholds:
     times_worse: float = knob(10.0, "a final level at least this many times the baseline's final level is worse (an order of magnitude)")
     min_gap: float = knob(0.1, "and the gap must be at least this share of the baseline's starting loss")
+    equal_data_share: float = knob(0.8, "a run that saw less than this share of the baseline's data (steps x batch) is compared with the baseline's level after as much data")
     comparable_start: float = knob(10.0, "a run starting more than this many times above or below the baseline's start is on another scale: not compared")
 
 
@@ -80,10 +84,20 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     val = history.series("val_loss")
     val = val.finite() if val is not None else None
     val_final = final_level(val.values) if val is not None and len(val) else None
+    base_val = dict(base.curves).get("val_loss")
     if val_final is not None and base.val_final is not None:
-        metric, mine, theirs = history.key("val_loss"), val_final, base.val_final
+        metric, mine, theirs, base_curve = history.key("val_loss"), val_final, base.val_final, base_val
     else:
-        metric, mine, theirs = history.key("train_loss"), loss_curve.final, base.loss.final
+        metric, mine, theirs, base_curve = history.key("train_loss"), loss_curve.final, base.loss.final, base.loss
+    # Like for like: a run that saw less data than the baseline (fewer steps, or a smaller batch for as
+    # many steps) is compared with the baseline's level after as much data. Its higher end is its budget,
+    # not a regression (three healthy batch-4 runs of the torch corpus ended 12-43x their batch-32
+    # baselines' final val loss, as every run does that far into its training).
+    seen = loss_curve.length * per_step(cohort.batch_size, base.batch_size)
+    at_equal_data = ""
+    if base_curve is not None and seen < thresholds.equal_data_share * base.loss.length:
+        theirs = base_curve.level_after(seen)
+        at_equal_data = f" after as much data ({c.fmt(100 * seen / base.loss.length)}% of the baseline's)"
     scale = abs(base.loss.start) or 1.0
     ratio = mine / theirs if theirs > 0 else (np.inf if mine > theirs else 1.0)
     # Each in units of where its loss started: a run whose loss weights or units put it 7x above the
@@ -93,7 +107,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     gap = (mine - theirs) / scale
     where = f"baseline {base.name} ({cohort.rule}) of group {cohort.label}, {cohort.size} runs"
     evidence = [Evidence(metric, float(ratio), thresholds.times_worse, None, None, "final_vs_baseline",
-                         f"final level {c.fmt(mine)} against {c.fmt(theirs)}; {where}")]
+                         f"final level {c.fmt(mine)} against {c.fmt(theirs)}{at_equal_data}; {where}")]
     if val_final is not None and base.val_best is not None:
         best = float(np.min(val.values))
         evidence.append(Evidence(history.key("val_loss"), best / base.val_best if base.val_best > 0 else float("nan"), None,
@@ -106,7 +120,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                                  f"the same ratio in units of each run's starting loss: this run started {c.fmt(started)}x "
                                  "the baseline's"))
     if min(ratio, relative) >= thresholds.times_worse and gap >= thresholds.min_gap:
-        message = (f"{metric} ended at {c.fmt(mine)}, {c.fmt(ratio)}x the final {c.fmt(theirs)} of the group's baseline "
-                   f"{base.name} (group {cohort.label}).")
+        message = (f"{metric} ended at {c.fmt(mine)}, {c.fmt(ratio)}x the {'level' if at_equal_data else 'final'} "
+                   f"{c.fmt(theirs)}{at_equal_data} of the group's baseline {base.name} (group {cohort.label}).")
         return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
-    return c.ok(_SELF, f"{metric} ended at {c.fmt(mine)}, {c.fmt(ratio)}x the baseline {base.name}'s {c.fmt(theirs)}", tuple(evidence))
+    return c.ok(_SELF, f"{metric} ended at {c.fmt(mine)}, {c.fmt(ratio)}x the baseline {base.name}'s {c.fmt(theirs)}{at_equal_data}",
+                tuple(evidence))
