@@ -583,6 +583,21 @@ def test_a_val_rise_beside_a_negative_train_loss_is_not_judged_and_warns_nothing
     assert finding.level == "skipped" and "not positive" in finding.message, finding.message
 
 
+def test_a_val_rise_beside_a_train_loss_memorised_to_exactly_zero_is_overfitting():
+    # Public log P349 (blind batch 31, missed): an HF Trainer log printed to a .out file, whose train loss,
+    # rounded to four places, reads 0.0 from a third of the run on while the eval loss climbs 0.138 -> 0.49.
+    # The val/train ratio is unbounded there, not undefined as beside a negative loss: it was `skipped`.
+    import warnings
+
+    evals = T[::50]
+    val = np.where(evals < 300, 0.16 - evals / 10000, 0.13 + (evals - 300) / 2000)
+    train = np.where(T < 350, 0.15 * (1 - T / 400), 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        finding = analyze(RunHistory.from_series(REF, {"train_loss": (T, train), "val_loss": (evals, val)})).finding("overfitting")
+    assert finding.level == "critical" and "reached 0" in finding.message, finding.message
+
+
 def test_the_gpu_w_and_b_marks_as_the_runs_own_is_the_one_judged_for_an_input_bottleneck():
     # Public log P261 (batch 23, scored blind and flagged): an 8-GPU machine where gpu.0 sat at 0 % for the
     # whole fine-tune; W&B's system.gpu.process.2.* says the run's own process held gpu.2, 96 % busy.

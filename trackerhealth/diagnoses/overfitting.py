@@ -26,8 +26,9 @@ stopping) does not reach these thresholds. A run whose val loss rose ``min_rise`
 evaluations while its train loss sat above its val loss at the minimum (a regularised objective such
 as mixup or label smoothing, or an unstable run) is not judged (``skipped``, with the rise): its train
 loss cannot be compared with the val loss, and `ok` beside a rising val loss would read as health. So is one
-whose train loss is not positive over its last evaluations (gradient ascent in machine unlearning): the
-val/train ratio is undefined there.
+whose train loss goes below zero (gradient ascent in machine unlearning): the val/train ratio is undefined
+there. A train loss that never went negative and reached exactly 0 (a memorised training set, as a printed
+log rounds it) makes the ratio unbounded, and is judged.
 
 **Why it matters.** After the val minimum every step makes the model worse on unseen data.
 """
@@ -147,13 +148,18 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
 
     train_at = _train_at(train.steps, train.values, val.steps)
     ratio = val.values / np.where(train_at > 0, train_at, np.nan)
+    if len(train) and float(np.min(train.values)) >= 0:
+        # A train loss that reached exactly 0 (printed logs round a memorised loss to 0.0: public log P349)
+        # fits its training set perfectly: the val/train gap is unbounded, not undefined. Only a loss that
+        # goes below zero (gradient ascent) leaves the ratio undefined.
+        ratio = np.where(train_at == 0, np.inf, ratio)
     train_best = _train_level_near(train_at, best)
     train_end = float(np.nanmedian(train_at[-min(thresholds.end_points, len(train_at)):]))
     train_drop = (train_best - train_end) / train_best if train_best > 0 else 0.0
     end_ratios = ratio[-min(thresholds.end_points, len(ratio)):]
     # NaN when the train loss is not positive there (gradient ascent in machine unlearning drives it below
     # zero, public log P18): the ratio is undefined, which the verdict below says rather than `ok`.
-    ratio_end = float(np.nanmedian(end_ratios)) if np.isfinite(end_ratios).any() else float("nan")
+    ratio_end = float(np.nanmedian(end_ratios)) if (~np.isnan(end_ratios)).any() else float("nan")
     ratio_best = float(ratio[best]) if np.isfinite(ratio[best]) else float("nan")
     gap_growing = ratio_end >= thresholds.min_ratio and not (ratio_end <= ratio_best)
 
@@ -191,7 +197,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                                     "objective such as mixup or label smoothing, or an unstable run) cannot be "
                                     "compared with it, so overfitting is not judged; keep the checkpoint from the "
                                     "val minimum.")
-        if rise >= thresholds.min_rise and long_enough and not np.isfinite(ratio_end):
+        if rise >= thresholds.min_rise and long_enough and np.isnan(ratio_end):
             return c.skipped(_SELF, f"{message}, but {tkey} is not positive over the last evaluations, so the val/train "
                                     "ratio the check compares is undefined: overfitting is not judged; keep the checkpoint "
                                     "from the val minimum.")
@@ -235,7 +241,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # A rise of a few percent, however orderly, is a warning: the checkpoint at the minimum is barely better.
     critical = ratio_rising and ratio_end > thresholds.ratio_critical and rise >= thresholds.min_rise
     message = (f"{vkey} rose {c.fmt(100 * rise)}% from its best {c.fmt(best_val)} (step {c.fmt_step(val.steps[best])}) to {c.fmt(end_val)} "
-               f"while {tkey} went {c.fmt(train_best)} → {c.fmt(train_end)}; val/train ratio now {c.fmt(ratio_end)}.")
+               f"while {tkey} went {c.fmt(train_best)} → {c.fmt(train_end)}; "
+               + (f"val/train ratio now {c.fmt(ratio_end)}." if np.isfinite(ratio_end) else "the train loss reached 0, the training set memorised."))
     if by_trend:
         message += (f" The val loss rose in order while the train loss fell in order over the {points_after} evaluations "
                     "since the minimum (opposite trends, each significant).")
