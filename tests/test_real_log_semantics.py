@@ -84,6 +84,21 @@ def test_a_loss_that_never_learns_is_loss_oscillation_with_its_own_evidence():
     assert "never learned" in finding.message
 
 
+def test_a_flat_loss_whose_second_half_starts_on_a_bump_and_ends_above_its_start_never_learned():
+    # Public log P354 (blind batch 31, missed): a heavily imbalanced classifier flat at ~0.0065 for 726 logs
+    # (val ROC-AUC 0.5); its second half began on a high stretch, so that half "fell" 20 % and read as a
+    # crawl, though the run ended 7 % above where it began. No crawl ends above its start.
+    rng = np.random.default_rng(8)
+    flat = 0.0065 * (1 + 0.15 * rng.standard_normal(N))
+    flat[N // 2:N // 2 + 60] *= 1.4  # the bump the second half starts on
+    flat[-100:] *= 1.05
+    finding = _report(loss=flat).finding("loss-oscillation")
+    assert finding.is_problem and [e.code for e in finding.evidence] == ["no_learning"], finding.message
+    # The same bump in a loss that ends below its start by a steady second-half fall is not this rule's.
+    crawl = flat * np.r_[np.ones(N // 2), np.linspace(1.0, 0.8, N - N // 2)]
+    assert "no_learning" not in [e.code for e in _report(loss=crawl).finding("loss-oscillation").evidence]
+
+
 def test_a_run_that_converges_early_and_idles_is_healthy():
     idle = 2.0 * np.exp(-T / 20) + 0.1 + _noise(5, 0.002)
     report = _report(loss=idle)

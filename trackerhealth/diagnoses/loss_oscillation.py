@@ -21,7 +21,8 @@ improving less than ``no_learning`` overall, does not count as falling) and the 
 ``bounce_max_improvement`` (evidence ``level_wander``); and a loss that never learned — less than
 ``no_learning`` below its start at the end (or above it, short of ``rise``; measured from its very first point too
 when it fell less than ``first_point_max_improvement`` from its early median: a loss that rose over its first
-steps and came back to where it began never learned), its second half falling by less than ``no_learning_tail``,
+steps and came back to where it began never learned), its second half falling by less than ``no_learning_tail``
+(or by any share when the run still ended at or above its starting median: that half only came back from a bump),
 no val loss that fell, and no fall of more than ``no_learning`` during warm-up either (a loss that learned
 in its warm-up and is flat after it did learn) (evidence ``no_learning``, a warning); and a loss that fell and then froze —
 over the second half its 5-95 % range is under ``frozen_range`` of its level, its step-to-step changes
@@ -192,7 +193,10 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     half_fall = _relative_fall(v[half:], thresholds)
     # Signed: a loss that ended a little above its start (short of ``rise``) did not learn either.
     fell = _fall_from_first(v, head, tail, thresholds)
-    flat = (fell < thresholds.no_learning and half_fall < thresholds.no_learning_tail
+    # A second half that "falls" while the run ends at or above where it began (its starting median, not
+    # one noisy first point) only came back from a bump (public log P354: flat at ~0.0065 for 726 logs, its
+    # second half starting on a high stretch): no crawl ends above its start.
+    flat = (fell < thresholds.no_learning and (half_fall < thresholds.no_learning_tail or improvement <= 0)
             and not _val_fell(history, thresholds) and not _learned_in_warmup(history, thresholds))
     if flat and not (rising or unstable or bouncing):
         start = head if fell == improvement else float(v[0])
