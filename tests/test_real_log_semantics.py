@@ -94,6 +94,10 @@ def test_a_flat_loss_whose_second_half_starts_on_a_bump_and_ends_above_its_start
     flat[-100:] *= 1.05
     finding = _report(loss=flat).finding("loss-oscillation")
     assert finding.is_problem and [e.code for e in finding.evidence] == ["no_learning"], finding.message
+    # A run still training has not ended anywhere: the monitor does not call it never-learned on this shape.
+    live = RunRef("files", "p", "live", state="running")
+    running = analyze(RunHistory.from_series(live, {"loss": (T, flat)})).finding("loss-oscillation")
+    assert not running.is_problem, running.message
     # The same bump in a loss that ends below its start by a steady second-half fall is not this rule's.
     crawl = flat * np.r_[np.ones(N // 2), np.linspace(1.0, 0.8, N - N // 2)]
     assert "no_learning" not in [e.code for e in _report(loss=crawl).finding("loss-oscillation").evidence]

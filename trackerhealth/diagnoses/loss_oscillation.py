@@ -22,7 +22,8 @@ improving less than ``no_learning`` overall, does not count as falling) and the 
 ``no_learning`` below its start at the end (or above it, short of ``rise``; measured from its very first point too
 when it fell less than ``first_point_max_improvement`` from its early median: a loss that rose over its first
 steps and came back to where it began never learned), its second half falling by less than ``no_learning_tail``
-(or by any share when the run still ended at or above its starting median: that half only came back from a bump),
+(or by any share when a finished run ended at or above its starting median and that half moved along no line —
+a fitted line through ``half_bins`` bin medians with |t| below ``steady_t``: it only came back from a bump),
 no val loss that fell, and no fall of more than ``no_learning`` during warm-up either (a loss that learned
 in its warm-up and is flat after it did learn) (evidence ``no_learning``, a warning); and a loss that fell and then froze —
 over the second half its 5-95 % range is under ``frozen_range`` of its level, its step-to-step changes
@@ -130,6 +131,8 @@ class Thresholds:
     min_val_points: int = knob(4, "finite val-loss points needed to report the val instability evidence")
     no_learning: float = knob(0.05, "a loss whose end level is less than this share below its start (or above it) never learned (flat from the first step)")
     no_learning_tail: float = knob(0.01, "and whose second half fell by less than this share of its level (a steady crawl is slow-convergence)")
+    half_bins: int = knob(15, "bins of the second half whose medians a line is fitted through, to tell a steady crawl from a bump")
+    steady_t: float = knob(2.5, "that line moves steadily when the absolute value of its trend t statistic is at least this")
     no_learning_val: float = knob(0.05, "unless its val loss fell by more than this share")
     wander_ratio: float = knob(0.08, "over the second half, a smoothed level wandering about its slow trend by more than this share of it is bouncing")
     wander_window_share: float = knob(0.03, "share of the run a smoothed level is taken over (batch noise averages out, bounces do not)")
@@ -193,10 +196,15 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     half_fall = _relative_fall(v[half:], thresholds)
     # Signed: a loss that ended a little above its start (short of ``rise``) did not learn either.
     fell = _fall_from_first(v, head, tail, thresholds)
-    # A second half that "falls" while the run ends at or above where it began (its starting median, not
-    # one noisy first point) only came back from a bump (public log P354: flat at ~0.0065 for 726 logs, its
-    # second half starting on a high stretch): no crawl ends above its start.
-    flat = (fell < thresholds.no_learning and (half_fall < thresholds.no_learning_tail or improvement <= 0)
+    # A second half that "falls" while a finished run ended at or above where it began (its starting median,
+    # not one noisy first point), and not along a steady line, only came back from a bump (public log P354:
+    # flat at ~0.0065 for 726 logs, its second half starting on a high stretch). A second half moving along
+    # a line is not a bump (a loss that rose first and now crawls back is slow-convergence's), and a run
+    # still training has not ended anywhere: the monitor's unnormalised-features run is a noisy flat loss
+    # for its first 160 logs before it starts its slow fall.
+    ended = (history.ref.state or "").lower() not in LIVE_STATES
+    came_back = ended and improvement <= 0 and not _moves_steadily(s[half:], v[half:], thresholds)
+    flat = (fell < thresholds.no_learning and (half_fall < thresholds.no_learning_tail or came_back)
             and not _val_fell(history, thresholds) and not _learned_in_warmup(history, thresholds))
     if flat and not (rising or unstable or bouncing):
         start = head if fell == improvement else float(v[0])
@@ -448,6 +456,14 @@ def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
         return c.problem(_SELF, False, _never_learned(key, s, tail, improvement), RECOMMENDATION, evidence)
     return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}% over its {len(v)} points; with fewer than "
                        f"{thresholds.min_points} only that overall change is judged, not its swings")
+
+
+def _moves_steadily(s: np.ndarray, v: np.ndarray, thresholds: Thresholds) -> bool:
+    """A line through the medians of ``half_bins`` bins rises or falls with |t| ≥ ``steady_t``."""
+    if len(v) < thresholds.half_bins:
+        return True  # too few points to tell a bump from a trend: the rule that needs it does not apply
+    b = stats.binned(s, v, thresholds.half_bins)
+    return abs(stats.trend(b.steps, b.median).t) >= thresholds.steady_t
 
 
 def _relative_fall(v: np.ndarray, thresholds: Thresholds) -> float:
