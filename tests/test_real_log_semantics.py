@@ -763,22 +763,3 @@ def test_a_loss_that_climbs_an_order_of_magnitude_above_its_start_blew_up_even_w
                                                                  + _noise(6, 0.05)).finding("nonfinite").evidence)
     crossing = np.r_[np.full(100, 0.1), np.full(900, 5.0)] - np.where(T % 7 == 0, 6.0, 0.0)
     assert not any(e.code == "loss_above_start" for e in _report(loss=crossing).finding("nonfinite").evidence)
-
-
-def test_a_loss_two_orders_of_magnitude_above_its_lowest_blew_up_at_any_scale():
-    # Public log P35 (batch 3, missed): a per-step loss falls 8.2e7 -> 1.0 in five steps, then jumps to
-    # 6.9e5-2.3e6 for five steps and comes back to ~10. Measured as a share of the fall, the climb was 2 % of
-    # the way back; measured against the lowest level before it, a million times.
-    steps = np.arange(45, dtype=float)
-    rng = np.random.default_rng(9)
-    loss = np.r_[[8.21e7, 1.08e8, 3e5, 40.0, 3.0, 1.0], 5 + 5 * rng.random(18), 1e6 * (1 + rng.random(6)), 5 + 20 * rng.random(15)]
-    report = analyze(RunHistory.from_series(REF, {"loss": (steps, loss)}))
-    finding = report.finding("nonfinite")
-    assert finding.level == "critical" and finding.evidence[0].code == "loss_above_lowest", finding.message
-    assert "x the lowest before it" in finding.message
-    # Falling through orders of magnitude with noise, or warm restarts that lift the loss a few times its
-    # level, is no blow-up.
-    falling = np.geomspace(1e6, 1e-3, N) * (1 + 0.3 * np.random.default_rng(10).random(N))
-    assert not _report(loss=falling).finding("nonfinite").is_problem
-    restarts = (0.05 + 2 * np.exp(-(T % 250) / 40)) * (1 + _noise(11, 0.02))
-    assert not any(e.code == "loss_above_lowest" for e in _report(loss=restarts).finding("nonfinite").evidence)

@@ -26,9 +26,7 @@ restart, an fp16 loss-scale collapse. When a gradient norm is logged it must spi
 ``spike_factor`` × its earlier median there, and that spike is the onset; a loss that climbs back
 more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up. A loss level held at
 ``start_factor`` × its start (the first block's level or first point, the lower) has blown up whether or not the
-log shows it learning first (evidence ``loss_above_start``), and so has one held at ``lowest_factor`` × the lowest level
-before it (two orders of magnitude, at any scale: evidence ``loss_above_lowest``; both with the same gradient-norm check
-and episode count). With nothing of the
+log shows it learning first (evidence ``loss_above_start``; the same gradient-norm check). With nothing of the
 above, a val loss ``val_spike_factor`` × the median of the evaluations before it (after the first
 ``val_skip_first``) is a blow-up of the evaluated model though the train loss does not show it (evidence
 ``val_loss_blowup``): a warning when the run came back, critical when its last evaluation is still there.
@@ -105,7 +103,6 @@ class Thresholds:
     recovered_share: float = knob(0.5, "a climb short of critical_factor after which the loss ends below this share of its level just before it was survived: a transient, not an explosion")
     max_episodes: int = knob(2, "a loss that climbs back above the rebound line more often than this is bouncing (loss-oscillation), not blowing up")
     start_factor: float = knob(10.0, "a loss level this many times its starting level has blown up, whether or not it had learned first")
-    lowest_factor: float = knob(100.0, "a loss level this many times the lowest level before it has blown up, at any scale (two orders of magnitude)")
     val_spike_factor: float = knob(100.0, "a val loss this many times the median of the evaluations before it (after the first few) is a blow-up of the evaluated model")
     val_skip_first: int = knob(2, "first evaluations left out of the val blow-up check (an untrained model's val loss is high)")
     min_val_points: int = knob(5, "finite val-loss points needed to look for a val blow-up")
@@ -366,8 +363,7 @@ def _divergence(history: RoleView, thresholds: Thresholds) -> Finding | None:
     b = stats.binned(loss.steps, loss.values, n_blocks)
     level, steps = b.median, b.steps
     return (_diverged_after_learning(history, level, steps, thresholds)
-            or _blown_past_start(history, level, steps, float(loss.values[0]), thresholds)
-            or _blown_past_lowest(history, level, steps, thresholds))
+            or _blown_past_start(history, level, steps, float(loss.values[0]), thresholds))
 
 
 def _diverged_after_learning(history: RoleView, level: np.ndarray, steps: np.ndarray, thresholds: Thresholds) -> Finding | None:
@@ -415,32 +411,6 @@ def _blown_past_start(history: RoleView, level: np.ndarray, steps: np.ndarray, f
                             f"loss level {c.fmt(level[low_at])} → {c.fmt(level[k])}, {c.fmt(level[k] / start)}x its start {c.fmt(start)}")
         return _blow_up(history, float(steps[low_at]), float(steps[k]), evidence, thresholds,
                         f"its level rose from {c.fmt(level[low_at])} to {c.fmt(level[k])}, {c.fmt(level[k] / start)}x its start {c.fmt(start)},")
-    return None
-
-
-def _blown_past_lowest(history: RoleView, level: np.ndarray, steps: np.ndarray, thresholds: Thresholds) -> Finding | None:
-    """A loss level ``lowest_factor`` × (orders of magnitude) the lowest level before it, held for
-    ``persist_levels`` blocks, at most ``max_episodes`` times: a blow-up at any scale. The learned-first
-    path measures the climb back as a share of the fall, which a loss spanning orders of magnitude never
-    makes (P35: 8.2e7 → 1.0 in five steps, then 6.9e5–2.3e6 for five more — 2 % of the way back, and a
-    million times its lowest)."""
-    if not np.all(level > 0):
-        return None  # a loss that crosses zero has no scale to multiply
-    lowest = np.minimum.accumulate(level)
-    above = np.r_[False, level[1:] >= thresholds.lowest_factor * lowest[:-1]]
-    episodes = int(np.count_nonzero(above[1:] & ~above[:-1]))
-    if episodes > thresholds.max_episodes:
-        return None  # repeated climbs are an oscillating loss; loss-oscillation reports those
-    for k in np.flatnonzero(above):
-        if k + thresholds.persist_levels > len(level) or not above[k:k + thresholds.persist_levels].all():
-            continue
-        low_at = int(np.argmin(level[:k]))
-        times = float(level[k] / level[low_at])
-        evidence = Evidence(history.key("train_loss"), float(level[k]), thresholds.lowest_factor * float(level[low_at]),
-                            float(steps[low_at]), float(steps[k]), "loss_above_lowest",
-                            f"loss level {c.fmt(level[low_at])} → {c.fmt(level[k])}, {c.fmt(times)}x the lowest before it")
-        return _blow_up(history, float(steps[low_at]), float(steps[k]), evidence, thresholds,
-                        f"its level rose from {c.fmt(level[low_at])} to {c.fmt(level[k])}, {c.fmt(times)}x the lowest before it,")
     return None
 
 
