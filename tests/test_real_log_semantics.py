@@ -94,6 +94,15 @@ def test_a_flat_loss_whose_second_half_starts_on_a_bump_and_ends_above_its_start
     flat[-100:] *= 1.05
     finding = _report(loss=flat).finding("loss-oscillation")
     assert finding.is_problem and [e.code for e in finding.evidence] == ["no_learning"], finding.message
+    # Public log P367 (blind batch 32, missed): a classifier at ln 2 for 200 epochs, 0.6 % below its start at
+    # the end, its second half's noisy head 2 % above its tail; its val loss fell 0.742 -> 0.691 = ln 2 only
+    # to where the train loss already was. Never learned.
+    pinned = 0.684 * (1 + 0.02 * np.random.default_rng(12).standard_normal(N))
+    pinned[N // 2:N // 2 + 20] *= 1.03
+    evals = T[::5]
+    val = 0.691 + 0.05 * np.exp(-evals / 50)
+    finding = analyze(RunHistory.from_series(REF, {"train_loss": (T, pinned), "val_loss": (evals, val)})).finding("loss-oscillation")
+    assert finding.is_problem and [e.code for e in finding.evidence] == ["no_learning"], finding.message
     # A run still training has not ended anywhere: the monitor does not call it never-learned on this shape.
     live = RunRef("files", "p", "live", state="running")
     running = analyze(RunHistory.from_series(live, {"loss": (T, flat)})).finding("loss-oscillation")

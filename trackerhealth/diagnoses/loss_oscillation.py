@@ -22,8 +22,8 @@ improving less than ``no_learning`` overall, does not count as falling) and the 
 ``no_learning`` below its start at the end (or above it, short of ``rise``; measured from its very first point too
 when it fell less than ``first_point_max_improvement`` from its early median: a loss that rose over its first
 steps and came back to where it began never learned), its second half falling by less than ``no_learning_tail``
-(or by any share when a finished run ended at or above its starting median and that half moved along no line —
-a fitted line through ``half_bins`` bin medians with |t| below ``steady_t``: it only came back from a bump),
+(or by any share when the run has finished and that half moved along no line — a fitted line through
+``half_bins`` bin medians with |t| below ``steady_t``: one noisy head's "fall" is no crawl),
 no val loss that fell, and no fall of more than ``no_learning`` during warm-up either (a loss that learned
 in its warm-up and is flat after it did learn) (evidence ``no_learning``, a warning); and a loss that fell and then froze —
 over the second half its 5-95 % range is under ``frozen_range`` of its level, its step-to-step changes
@@ -196,16 +196,16 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     half_fall = _relative_fall(v[half:], thresholds)
     # Signed: a loss that ended a little above its start (short of ``rise``) did not learn either.
     fell = _fall_from_first(v, head, tail, thresholds)
-    # A second half that "falls" while a finished run ended at or above where it began (its starting median,
-    # not one noisy first point), and not along a steady line, only came back from a bump (public log P354:
-    # flat at ~0.0065 for 726 logs, its second half starting on a high stretch). A second half moving along
-    # a line is not a bump (a loss that rose first and now crawls back is slow-convergence's), and a run
-    # still training has not ended anywhere: the monitor's unnormalised-features run is a noisy flat loss
-    # for its first 160 logs before it starts its slow fall.
+    # A second half that "falls" by more than no_learning_tail from its first few points (a noisy head) but
+    # moves along no line is no crawl, in a finished run that fell less than no_learning overall (public logs
+    # P354: flat at ~0.0065 for 726 logs, its second half starting on a high stretch; P367: a classifier at
+    # ln 2 for 200 epochs). A second half moving along a line is a crawl (slow-convergence's) or a rise, and
+    # a run still training has not ended: the monitor's unnormalised-features run is a noisy flat loss for its
+    # first 160 logs before it starts its slow fall.
     ended = (history.ref.state or "").lower() not in LIVE_STATES
-    came_back = ended and improvement <= 0 and not _moves_steadily(s[half:], v[half:], thresholds)
+    came_back = ended and not _moves_steadily(s[half:], v[half:], thresholds)
     flat = (fell < thresholds.no_learning and (half_fall < thresholds.no_learning_tail or came_back)
-            and not _val_fell(history, thresholds) and not _learned_in_warmup(history, thresholds))
+            and not _val_fell(history, thresholds, head) and not _learned_in_warmup(history, thresholds))
     if flat and not (rising or unstable or bouncing):
         start = head if fell == improvement else float(v[0])
         evidence = [Evidence(key, fell, thresholds.no_learning, float(s[0]), float(s[-1]), "no_learning",
@@ -452,7 +452,7 @@ def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
                          f"loss {c.fmt(head)} at the start, {c.fmt(tail)} at the end ({len(v)} points)")]
     if improvement < -thresholds.rise:
         return c.problem(_SELF, True, _rose(key, s, head, tail), RECOMMENDATION, evidence)
-    if improvement < thresholds.no_learning and not _val_fell(history, thresholds) and not _learned_in_warmup(history, thresholds):
+    if improvement < thresholds.no_learning and not _val_fell(history, thresholds, head) and not _learned_in_warmup(history, thresholds):
         return c.problem(_SELF, False, _never_learned(key, s, tail, improvement), RECOMMENDATION, evidence)
     return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}% over its {len(v)} points; with fewer than "
                        f"{thresholds.min_points} only that overall change is judged, not its swings")
@@ -508,8 +508,13 @@ def _val_moved(history: RoleView, since: float, thresholds: Thresholds) -> bool:
     return bool(level > 0 and spread >= thresholds.frozen_range)
 
 
-def _val_fell(history: RoleView, thresholds: Thresholds) -> bool:
+def _val_fell(history: RoleView, thresholds: Thresholds, train_start: float) -> bool:
+    """The val loss fell by more than ``no_learning_val`` — to below where the train loss started. A val
+    loss that only came down to the train loss's starting level evaluated an untrained model first and then
+    the same stuck one (public log P367: train flat at ~0.684 for 200 epochs, val 0.742 -> 0.691 = ln 2)."""
     val = history.series("val_loss")
     if val is None or len(val.finite()) < thresholds.min_val_points:
         return False
-    return _relative_fall(val.finite().values, thresholds) > thresholds.no_learning_val
+    values = val.finite().values
+    _, end = stats.head_tail(values, thresholds.head_share, thresholds.tail_share)
+    return _relative_fall(values, thresholds) > thresholds.no_learning_val and end < train_start
