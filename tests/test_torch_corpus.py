@@ -17,7 +17,9 @@ from evidence.torch import manifest
 from trackerhealth import diagnoses
 
 
-@pytest.fixture(scope="module")
+# Session scope, not module: under xdist a worker interleaves other groups' tests with this module's,
+# and a module fixture was torn down and recomputed between them (two 70 s fold runs, two grouped runs).
+@pytest.fixture(scope="session")
 def folds():
     return lofo.run_folds()
 
@@ -164,7 +166,7 @@ def test_healthy_runs_are_checked_and_a_never_learning_fault_may_be_named_either
 
 
 # -- the same runs compared with their group (issue #15) ---------------------------------------------
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def grouped():
     from evidence import cohort
 

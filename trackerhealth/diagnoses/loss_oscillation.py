@@ -203,8 +203,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # a run still training has not ended: the monitor's unnormalised-features run is a noisy flat loss for its
     # first 160 logs before it starts its slow fall.
     ended = (history.ref.state or "").lower() not in LIVE_STATES
-    came_back = ended and not _moves_steadily(s[half:], v[half:], thresholds)
-    flat = (fell < thresholds.no_learning and (half_fall < thresholds.no_learning_tail or came_back)
+    second_half_flat = half_fall < thresholds.no_learning_tail or (
+        ended and fell < thresholds.no_learning and not _moves_steadily(s[half:], v[half:], thresholds))
+    flat = (fell < thresholds.no_learning and second_half_flat
             and not _val_fell(history, thresholds, head) and not _learned_in_warmup(history, thresholds))
     if flat and not (rising or unstable or bouncing):
         start = head if fell == improvement else float(v[0])
