@@ -171,10 +171,6 @@ def pytest_configure(config):
             os.environ.setdefault(name, "1")
 
 
-# tryfirst: xdist's worker turns each item's xdist_group marks into its node id in its own
-# collection_modifyitems, registered after this conftest and so called before it; marks added later were
-# never seen, and every group (the servers, the torch corpus' 70 s fixtures) was split across workers.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     if not config.pluginmanager.hasplugin("xdist"):
         return

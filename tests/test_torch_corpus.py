@@ -17,9 +17,7 @@ from evidence.torch import manifest
 from trackerhealth import diagnoses
 
 
-# Session scope, not module: under xdist a worker interleaves other groups' tests with this module's,
-# and a module fixture was torn down and recomputed between them (two 70 s fold runs, two grouped runs).
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def folds():
     return lofo.run_folds()
 
@@ -166,7 +164,7 @@ def test_healthy_runs_are_checked_and_a_never_learning_fault_may_be_named_either
 
 
 # -- the same runs compared with their group (issue #15) ---------------------------------------------
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def grouped():
     from evidence import cohort
 
