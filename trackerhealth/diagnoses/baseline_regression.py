@@ -84,9 +84,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     val = history.series("val_loss")
     val = val.finite() if val is not None else None
     val_final = final_level(val.values) if val is not None and len(val) else None
-    base_val = dict(base.curves).get("val_loss")
     if val_final is not None and base.val_final is not None:
-        metric, mine, theirs, base_curve = history.key("val_loss"), val_final, base.val_final, base_val
+        metric, mine, theirs = history.key("val_loss"), val_final, base.val_final
+        base_curve = dict(base.curves).get("val_loss")
     else:
         metric, mine, theirs, base_curve = history.key("train_loss"), loss_curve.final, base.loss.final, base.loss
     # Like for like: a run that saw less data than the baseline (fewer steps, or a smaller batch for as

@@ -202,9 +202,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # ln 2 for 200 epochs). A second half moving along a line is a crawl (slow-convergence's) or a rise, and
     # a run still training has not ended: the monitor's unnormalised-features run is a noisy flat loss for its
     # first 160 logs before it starts its slow fall.
-    ended = (history.ref.state or "").lower() not in LIVE_STATES
     second_half_flat = half_fall < thresholds.no_learning_tail or (
-        ended and fell < thresholds.no_learning and not _moves_steadily(s[half:], v[half:], thresholds))
+        not _still_training(history) and fell < thresholds.no_learning and not _moves_steadily(s[half:], v[half:], thresholds))
     flat = (fell < thresholds.no_learning and second_half_flat
             and not _val_fell(history, thresholds, head) and not _learned_in_warmup(history, thresholds))
     if flat and not (rising or unstable or bouncing):
@@ -435,13 +434,17 @@ def _never_learned(key: str, s: np.ndarray, tail: float, improvement: float) -> 
 LIVE_STATES = frozenset({"running", "pending", "scheduled", "preempting"})
 
 
+def _still_training(history: RoleView) -> bool:
+    return (history.ref.state or "").lower() in LIVE_STATES
+
+
 def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
     """A run of ``short_min_points`` to ``min_points`` points (a 20-epoch log): too few for swings,
     overshoots or a bending trend, enough for medians of its start and end. A loss that ends above
     where it started, or never got below it, is judged as the full rules judge it; any other is
     ``ok`` with what was not judged said."""
     key, v, s = history.key("train_loss"), loss.values, loss.steps
-    if (history.ref.state or "").lower() in LIVE_STATES:
+    if _still_training(history):
         return c.skipped(_SELF, f"only {len(v)} finite train-loss points of a run still in progress: too early to judge "
                                 f"(a finished run is judged from {thresholds.short_min_points}, a live one from {thresholds.min_points})")
     head, tail = c.start_and_end(v, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)

@@ -377,9 +377,7 @@ def _diverged_after_learning(history: RoleView, level: np.ndarray, steps: np.nda
     if episodes > thresholds.max_episodes:
         return None  # repeated climbs are an oscillating loss; loss-oscillation reports those
     width = max(1, int(round(thresholds.jump_share * len(level))))
-    for k in np.flatnonzero(above):
-        if k + thresholds.persist_levels > len(level) or not above[k:k + thresholds.persist_levels].all():
-            continue
+    for k in _held(above, thresholds.persist_levels):
         low_at = int(np.argmin(level[max(0, k - width):k + 1])) + max(0, k - width)
         if level[low_at] > lowest[k] + (1 - thresholds.rebound) * fallen[k]:
             continue  # the climb from the bottom took longer than jump_share of the run
@@ -402,9 +400,7 @@ def _blown_past_start(history: RoleView, level: np.ndarray, steps: np.ndarray, f
     if not start > 0 or not np.all(level > 0):
         return None  # a loss that crosses zero (an RL objective, a log-likelihood) has no scale to multiply
     above = level >= thresholds.start_factor * start
-    for k in np.flatnonzero(above):
-        if k + thresholds.persist_levels > len(level) or not above[k:k + thresholds.persist_levels].all():
-            continue
+    for k in _held(above, thresholds.persist_levels):
         low_at = int(np.argmin(level[:k + 1]))
         evidence = Evidence(history.key("train_loss"), float(level[k]), thresholds.start_factor * start, float(steps[low_at]),
                             float(steps[k]), "loss_above_start",
@@ -412,6 +408,14 @@ def _blown_past_start(history: RoleView, level: np.ndarray, steps: np.ndarray, f
         return _blow_up(history, float(steps[low_at]), float(steps[k]), evidence, thresholds,
                         f"its level rose from {c.fmt(level[low_at])} to {c.fmt(level[k])}, {c.fmt(level[k] / start)}x its start {c.fmt(start)},")
     return None
+
+
+def _held(above: np.ndarray, persist: int):
+    """The blocks from which ``above`` holds for ``persist`` blocks in a row, in order: a level that
+    stays up, not one bad block."""
+    for k in np.flatnonzero(above):
+        if k + persist <= len(above) and above[k:k + persist].all():
+            yield int(k)
 
 
 def _blow_up(history: RoleView, onset: float, until: float, evidence: Evidence, thresholds: Thresholds, how: str) -> Finding | None:
