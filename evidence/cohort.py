@@ -55,6 +55,18 @@ def _key_of(entry: dict) -> tuple:
 def grouped_reports(family: str | None = None, config=None) -> dict[str, HealthReport]:
     """Each run's report when analysed with its (model, dataset) group, by run name: every run, or
     those of one ``family``, with ``config`` (None: the shipped defaults)."""
+    if family is None and config is None:
+        return dict(_every_run_grouped_with_defaults())
+    return _grouped_reports(family, config)
+
+
+@lru_cache(maxsize=1)
+def _every_run_grouped_with_defaults() -> dict[str, HealthReport]:
+    # The whole corpus with the shipped defaults is asked for by evaluate() and by a test beside it.
+    return _grouped_reports(None, None)
+
+
+def _grouped_reports(family: str | None, config) -> dict[str, HealthReport]:
     runs = [(e, h) for e, h in everything() if family is None or e["family"] == family]
     by_id = {h.ref.id: e for e, h in runs}
     reports = analyze_groups([h for _, h in runs], config, lambda history: _key_of(by_id[history.ref.id]))
