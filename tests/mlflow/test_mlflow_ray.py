@@ -127,8 +127,9 @@ def test_credentials_inside_the_uri_are_refused_before_anything_is_sent(mlflow_s
     assert "hunter2" not in result.output
 
 
-def test_ray_local_on_a_database_store_matches_one_process_and_rescans_for_free(client, tmp_path):
-    """The issue's own check: ``scan --mlflow-uri sqlite:///… -e E --ray local --format json``."""
+def test_ray_local_on_a_database_store_matches_one_process_and_rescans_for_free(ray_cluster, tmp_path):
+    """The issue's own check: ``scan --mlflow-uri sqlite:///… -e E --ray local --format json``; the
+    rescan goes to the session's cluster (a second local Ray would cost another ~25 s to start)."""
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -146,7 +147,7 @@ def test_ray_local_on_a_database_store_matches_one_process_and_rescans_for_free(
     alone = scan("one-process", "--dry-run")
     on_ray = scan("ray", "--ray", "local")
     assert _health(on_ray) == _health(alone) and len(on_ray["runs"]) == len(ids)
-    again = scan("ray", "--ray", "local")
+    again = scan("ray", "--ray", ray_cluster.address)
     s = again["summary"]
     assert (s["reused"], s["analyzed"], s["fetched_points"]) == (len(ids), 0, 0)
     assert _health(again) == _health(on_ray)
