@@ -282,3 +282,58 @@ def test_st_gcn_section_headers_give_their_epoch_and_each_appended_start_is_a_ru
     path.write_text(stgcn([learning]))
     (only,) = read_histories(path)
     assert resolve(only).key("val_loss") == "val/mean_loss"
+
+
+def test_a_chinese_log_saved_in_gbk_reads_its_batches_epochs_loss_and_accuracy(tmp_path):
+    # The shape of a GPT-2 fine-tune's log on GitHub (davidsongtao/Medical_QA_System_GPT2, logs/train_log.txt,
+    # GBK): a batch counter that starts over each epoch, full-width colons, Chinese metric names.
+    lines = ["模型训练开始，起始时间：2024-07-13 06:23:43.091239"]
+    expected = []
+    for epoch in range(3):
+        for batch in (10, 20, 30, 40, 50):
+            loss = 10.0 - epoch - batch / 100
+            lines.append(f"当前Batch：{batch}/50 | 当前epoch:{epoch}/3 | 当前损失值：{loss:.4f} | 当前准确率：{5 * epoch:.2f}%")
+            expected.append((epoch * 50 + batch, round(loss, 4)))
+        lines.append("最佳模型保存成功！")
+    log = tmp_path / "train_log.txt"
+    log.write_bytes("\n".join(lines).encode("gbk"))
+    history = one(log)
+    assert points(history, "loss") == expected
+    assert points(history, "accuracy")[-1] == (150.0, 10.0)
+    assert any("GB18030" in note for note in history.notes)
+    assert resolve(history).key("train_loss") == "loss"
+
+
+def test_chinese_epoch_ordinals_and_train_and_val_losses_in_utf8(tmp_path):
+    log = tmp_path / "训练日志.log"
+    log.write_text("".join(f"第{e}轮 训练损失：{1 / e:.4f}，验证损失：{1 / e + 0.1:.4f}，学习率：0.001\n" for e in range(1, 8)),
+                   encoding="utf-8")
+    history = one(log)
+    assert points(history, "train_loss") == [(float(e), round(1 / e, 4)) for e in range(1, 8)]
+    assert points(history, "val_loss")[0] == (1.0, 1.1)
+    view = resolve(history)
+    assert (view.key("train_loss"), view.key("val_loss"), view.key("lr")) == ("train_loss", "val_loss", "lr")
+    assert not any("GB18030" in note for note in history.notes)
+
+
+def test_bytes_that_are_neither_utf8_nor_gbk_are_still_read_with_the_bad_bytes_replaced(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_bytes(b"\xff\xfe\xff junk\n" + "".join(f"iter {i}: loss {2 - i / 10:.4f}\n" for i in range(5)).encode())
+    assert [v for _, v in points(one(log), "loss")] == [2.0, 1.9, 1.8, 1.7, 1.6]
+
+
+def test_an_epochs_summary_line_among_batch_lines_closes_that_epoch_as_its_aggregate(tmp_path):
+    # The shape of public log P61 (an IWSLT Transformer): running batch losses with a counter that starts
+    # over each epoch, and after each epoch a Chinese summary with its train and val loss.
+    lines = []
+    for epoch in (16, 17, 18):
+        for batch in (100, 200, 300):
+            lines.append(f"Epoch: {epoch}, Batch: {batch}/ 300, LR: 0.000297, Loss: {5 - epoch / 10 - batch / 1e4:.4f}, Time: 1.2s")
+        lines.append(f"Epoch {epoch} 完成 | 训练损失: {5 - epoch / 10:.4f} | 验证损失: {6 - epoch / 100:.4f} | 时间: 385.8s")
+    log = tmp_path / "training_log.txt"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    history = one(log)
+    assert [s for s, _ in points(history, "loss")] == [100, 200, 300, 400, 500, 600, 700, 800, 900]
+    assert points(history, "train_loss_epoch") == [(300.0, 3.4), (600.0, 3.3), (900.0, 3.2)]
+    view = resolve(history)
+    assert (view.key("train_loss"), view.key("val_loss")) == ("loss", "val_loss_epoch")

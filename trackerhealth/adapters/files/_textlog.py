@@ -9,7 +9,10 @@ step counter and a loss, each a name followed by a number, on one line —
 * modded-nanogpt style: ``step:100/3000 train_loss:4.12 train_time:12345ms step_avg:123.45ms``;
 * PyTorch tutorials: ``Epoch [1/10], Step [100/600], Loss: 0.2345``;
 * Keras: an ``Epoch 3/10`` line, then ``100/100 [====] - 2s 20ms/step - loss: 0.51 - val_loss: 0.62``;
-* HF Trainer's console: ``{'loss': 2.1234, 'grad_norm': 1.5, 'learning_rate': 4.9e-05, 'epoch': 0.02}``.
+* HF Trainer's console: ``{'loss': 2.1234, 'grad_norm': 1.5, 'learning_rate': 4.9e-05, 'epoch': 0.02}``;
+* Chinese scripts: ``当前Batch：10/6035 | 当前epoch:0/50 | 当前损失值：10.113``, ``第3轮 训练损失：0.52`` — their
+  metric words and full-width punctuation are put in the words above first (:mod:`._chinese`), and a
+  file that is not UTF-8 is read as GB18030 (GBK) when it is that.
 
 No library parses free text like this (``parse`` and friends need the exact template), so the
 pairs are found with one regular expression: a name (words, which may hold spaces, ``/``, ``.``,
@@ -37,6 +40,7 @@ import pandas as pd
 
 from ...roles import is_loss, tokens
 from ...schema import RunHistory
+from ._chinese import decode, in_reader_words
 from ._common import Origin, build_history
 from ._errors import NotMetrics
 from ._tables import _spread_within_epochs
@@ -140,8 +144,9 @@ class _Rows:
         self.by_epoch.append(by_epoch)
         self.line_at.append(step)
 
-    def timeline(self) -> tuple[np.ndarray, str]:
-        """Each row's step, and how the lines were made one timeline ("" when as printed):
+    def timeline(self) -> tuple[np.ndarray, str, np.ndarray]:
+        """Each row's step, how the lines were made one timeline ("" when as printed), and which rows
+        came from an epoch's summary line among batch lines (their keys are the epoch's aggregates):
 
         * where a ``Step [100/600]`` counter starts over each ``Epoch [2/5]``, the epochs before it are
           added (epoch x steps per epoch + step) — only then: ``epoch 2 step 1200/5000`` may count the run;
@@ -151,17 +156,26 @@ class _Rows:
         at = np.asarray(self.line_at, dtype=float)
         how = []
         known = [(i, w) for i, w in enumerate(self.within) if w is not None]
-        if any(b[2] > a[2] and b[0] <= a[0] for (_, a), (_, b) in zip(known, known[1:])):
-            first_epoch = known[0][1][2]
-            for i, (step, per_epoch, epoch) in known:
-                at[i] = (epoch - first_epoch) * per_epoch + step
-            how.append("step within each epoch, after the epochs before it (epoch x steps per epoch + step)")
         by_epoch = np.flatnonzero(self.by_epoch)
+        summary_lines = np.zeros(self.lines, dtype=bool)
+        if any(b[2] > a[2] and b[0] <= a[0] for (_, a), (_, b) in zip(known, known[1:])):
+            first_epoch, per_epoch = known[0][1][2], known[-1][1][1]
+            for i, (step, steps_per_epoch, epoch) in known:
+                at[i] = (epoch - first_epoch) * steps_per_epoch + step
+            how.append("step within each epoch, after the epochs before it (epoch x steps per epoch + step)")
+            if len(by_epoch):
+                # An epoch's summary line (``Epoch 16 完成 | 训练损失: 4.61``, public log P61) closes that
+                # epoch on the batches' axis: it goes where the epoch's last batch is, not at step 16.
+                at[by_epoch] = (at[by_epoch] - first_epoch + 1) * per_epoch
+                summary_lines[by_epoch] = True
+                how.append("an epoch's summary line at the end of that epoch, its metrics named ..._epoch")
+                by_epoch = by_epoch[:0]
         spread, epochs = _spread_within_epochs(at[by_epoch]) if len(by_epoch) else (None, 0)
         if epochs:
             at[by_epoch] = spread
             how.append("epoch, its lines spread evenly over it in file order")
-        return at[np.asarray(self.line_of, dtype=int)], "; ".join(how)
+        line_of = np.asarray(self.line_of, dtype=int)
+        return at[line_of], "; ".join(how), summary_lines[line_of]
 
 
 def _table_row(header: list[str], line: str) -> tuple[float, dict[str, float]] | None:
@@ -218,7 +232,7 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
     hf_index = 0
     # split("\n"), not splitlines(): a progress bar's "\r" redraws stay on their line, and only the last counts.
     for raw in text.split("\n"):
-        line = raw.rstrip("\r").rsplit("\r", 1)[-1].replace("\b", "")  # a Windows "\r\n" is no redraw
+        line = in_reader_words(raw.rstrip("\r").rsplit("\r", 1)[-1].replace("\b", ""))  # a Windows "\r\n" is no redraw
         if not line.strip() or len(line) > _MAX_LINE:
             continue
         m = _KERAS_EPOCH.match(line)
@@ -283,7 +297,7 @@ def _trainings(text: str) -> list[str]:
     pieces, start, first, last = [], 0, None, None
     lines = text.split("\n")
     for i, raw in enumerate(lines):
-        line = raw.rstrip("\r").rsplit("\r", 1)[-1]
+        line = in_reader_words(raw.rstrip("\r").rsplit("\r", 1)[-1])
         if "epoch" not in line.lower() or len(line) > _MAX_LINE:
             continue  # cheap: only a line naming an epoch can be a header
         step, epoch, metrics = _line_metrics(line)
@@ -318,7 +332,7 @@ def _elapsed_clocks(keys: list[str], steps: np.ndarray, values: np.ndarray) -> l
 
 def read_text_log(path: Path) -> list[RunHistory]:
     """The run printed into ``path``; NotMetrics when no line carries a step and a loss."""
-    text = path.read_bytes().decode("utf-8", errors="replace")  # not read_text: it would turn a bar's "\r" into lines
+    text, encoding = decode(path.read_bytes())  # not read_text: it would turn a bar's "\r" into lines
     pieces = _trainings(text)
     histories = []
     for n, piece in enumerate(pieces):
@@ -327,6 +341,8 @@ def read_text_log(path: Path) -> list[RunHistory]:
             continue  # a start that crashed before its first metric line
         origin = Origin.for_file(path).part(n + 1)
         extra = [f"training {n + 1} of {len(pieces)} appended to this log (its epochs count from the start again)"] if len(pieces) > 1 else []
+        if encoding != "utf-8":
+            extra.append(f"decoded as {encoding.upper()} (the file is not UTF-8)")
         histories.append(_history(rows, counter, origin, extra))
     if not histories:
         raise NotMetrics(path, "no line of this text file holds a step and a loss (such as 'iter 100: loss 4.23' or "
@@ -335,11 +351,15 @@ def read_text_log(path: Path) -> list[RunHistory]:
 
 
 def _history(rows: _Rows, counter: str, origin: Origin, extra_notes: list[str]) -> RunHistory:
-    steps, how = rows.timeline()
+    steps, how, from_summary = rows.timeline()
     counter = how or counter
     values = np.asarray(rows.values, dtype=float)
     notes = [f"read as a printed training log: {rows.lines} metric lines; steps are the {counter}", *extra_notes]
-    keys = _elapsed_clocks(rows.keys, steps, values)
+    # An epoch's summary (its mean train loss, its val loss) beside the batch lines is that epoch's
+    # aggregate, named as Lightning names one (``train_loss_epoch``): the batches' loss stays the curve the
+    # roles read first, and the summary's 15 points do not stand in for 1,900 (public log P61).
+    keys = [f"{k}_epoch" if summary and k != "epoch" else k for k, summary in zip(rows.keys, from_summary)]
+    keys = _elapsed_clocks(keys, steps, values)
     nonfinite = int((~np.isfinite(values)).sum())
     if nonfinite:
         notes.append(f"{nonfinite} printed values are nan/inf")
