@@ -700,6 +700,21 @@ def test_a_gpu_utilisation_that_never_moves_is_no_measurement_and_is_not_judged(
     assert moving.finding("input-bottleneck").is_problem
 
 
+def test_a_gpu_the_run_never_used_is_read_in_percent_and_not_blamed_on_the_input_pipeline():
+    # Public log P398 (batch 35, scored blind): a W&B GNN run whose process GPU read 0-0.2 % for 2000 steps at 5 % of
+    # its memory. W&B writes that key in percent; read as a fraction it became 7 % busy and input-bound.
+    from trackerhealth.roles import resolve
+
+    idle = np.clip(0.07 + _noise(5, 0.05), 0, 0.2)
+    history = RunHistory.from_series(REF, {"train/loss": (T, _healthy_loss()), "system/gpu.process.0.gpu": (T, idle)})
+    assert float(resolve(history).series("gpu_util").values.max()) <= 0.2
+    finding = analyze(history).finding("input-bottleneck")
+    assert finding.level == "skipped" and "did no work" in finding.message, finding.message
+    # A plain gpu_util logged as a fraction is still read as one: 0.2 is 20 % busy, and idle enough to flag.
+    fraction = analyze(RunHistory.from_series(REF, {"train/loss": (T, _healthy_loss()), "gpu_util": (T, 0.2 + idle)}))
+    assert fraction.finding("input-bottleneck").is_problem, fraction.finding("input-bottleneck").message
+
+
 def test_a_train_loss_on_a_floor_beside_a_val_loss_still_moving_has_not_stopped_moving():
     # Public log P314 (blind batch 27, flagged, then this rule): a ResNet with label smoothing, one point per
     # epoch; the train loss floors at 0.447 (within 0.5 %) while the val loss keeps falling 0.175 -> 0.164.

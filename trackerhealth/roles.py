@@ -212,6 +212,10 @@ _GPU_UTIL = re.compile(
     r"|gpu_util(?:ization)?(?:_percent(?:age)?)?|gpu/util(?:ization)?|gpu_utilization_percentage)$",
     re.I,
 )
+# Utilisation keys whose tracker defines them in percent (W&B's ``system.gpu.N.gpu``, MLflow's
+# ``..._utilization_percentage``, any ``..._percent``): never guessed to be a fraction. A GPU the run
+# barely used reads 0.07 there, and the guess made it 7 % (public log P398).
+_PERCENT_BY_NAME = re.compile(r"^(?:system[/.])?gpu[_.](?:process[_.])?\d+[_.]gpu$|percent(?:age)?$", re.I)
 # W&B marks the GPUs its process holds as ``system.gpu.process.N.*``. On a shared machine the other
 # GPUs, gpu.0 included, may be idle or running someone else's job (public log P261: gpu.0 at 0 % for a
 # whole fine-tune whose own gpu.2 was 96 % busy), so the process's GPU is the one to read.
@@ -506,7 +510,7 @@ def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, 
     if k is not None:
         if units.get("gpu_util") == "fraction":
             scale[k] = 100.0
-        elif "gpu_util" not in units:
+        elif "gpu_util" not in units and not _PERCENT_BY_NAME.search(k):
             vals = history[k].values
             finite = vals[np.isfinite(vals)]
             if len(finite) and finite.max() <= 1.0:

@@ -5,7 +5,9 @@ the time spent fetching data above the time spent computing (``data_over_compute
 Utilization comes from MLflow (``system/gpu_N_utilization_percentage``) or W&B
 (``system.gpu.N.gpu``; where W&B marks the GPU the run's own process holds,
 ``system.gpu.process.N.gpu``, that one) system metrics or a plain ``gpu_util`` (fractions are read
-as percent; a utilization that never changes over the run did not measure anything and is not judged);
+as percent unless the tracker defines the key in percent; a utilization that never changes over the run
+did not measure anything, and one that never reached ``min_busy_util`` belongs to a GPU the run did not
+use (the model left on the CPU): neither is judged);
 times from ``data_time`` and ``compute_time`` (or ``step_time − data_time``), in any unit the name
 states. The first ``skip_start`` share of the run is ignored (start-up is always slow). With only
 one side logged, the finding is a warning that says which metric would confirm it — and utilization
@@ -60,6 +62,7 @@ class Thresholds:
     critical_data_factor: float = knob(2.0, "with both sides logged, data time at least this multiple of data_over_compute x compute is critical")
     skip_start: float = knob(0.05, "share of the run at the start (start-up) that is ignored")
     min_points: int = knob(5, "points of utilization or timing needed to judge")
+    min_busy_util: float = knob(1.0, "a GPU whose utilization (percent) never reached this did no work for the run: not judged")
     util_only_max_gpu_util: float = knob(30.0, "with no data/compute timing logged, mean utilization (percent) must be below this to be flagged (a warning)")
 
 
@@ -101,6 +104,16 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         # that computed elsewhere — no evidence of a starved GPU either way.
         unmeasured = (f"{history.key('gpu_util')} never changed ({len(util)} samples, all {c.fmt(float(util.values[0]))}%): "
                       "the sensor did not report utilization, so it is not judged")
+        has_util = False
+    elif has_util and float(np.max(util.values)) < thresholds.min_busy_util:
+        # A GPU that was never even 1 % busy did no work for this run: the model or its batches stayed on the
+        # CPU, or the run computed on another GPU than the one sampled (P398, a W&B GNN run: 0.07 % at 5 % of
+        # the GPU's memory for 2000 steps). An input pipeline slow enough to idle a GPU that completely still
+        # leaves it a few percent busy; "waiting for input" would send the user to the wrong fix.
+        unmeasured = (f"{history.key('gpu_util')} never reached {c.fmt(thresholds.min_busy_util)}% ({len(util)} samples, "
+                      f"at most {c.fmt(float(np.max(util.values)))}%): this GPU did no work for the run — check that the "
+                      "model and its batches are moved to it, or that it is the GPU the run was given; not judged as "
+                      "an input bottleneck")
         has_util = False
     if not has_util and not has_timing:
         return c.skipped(_SELF, unmeasured or "not logged: gpu_util, or data_time with compute_time/step_time")
