@@ -715,6 +715,24 @@ def test_a_gpu_the_run_never_used_is_read_in_percent_and_not_blamed_on_the_input
     assert fraction.finding("input-bottleneck").is_problem, fraction.finding("input-bottleneck").message
 
 
+def _per_epoch(val_jumps: bool, seed: int = 0):
+    """Public log P387's shape (batch 34, scored blind): a captioning model's per-epoch train loss falling
+    smoothly 43 -> 0.46 over 50 epochs while its val loss leaps between ~1 and hundreds."""
+    rng = np.random.default_rng(seed)
+    epochs = np.arange(1, 51, dtype=float)
+    train = 0.45 + 43 * np.exp(-epochs / 4)
+    level = 1.0 + 10 * np.exp(-epochs / 10)
+    val = level * (np.exp(rng.normal(0, 1.6, 50)) if val_jumps else 1 + rng.normal(0, 0.08, 50))
+    return analyze(RunHistory.from_series(REF, {"train_loss": (epochs, train), "validation_loss": (epochs, val)}))
+
+
+def test_a_val_loss_leaping_between_evaluations_while_the_train_loss_falls_smoothly_is_unstable():
+    finding = _per_epoch(val_jumps=True).finding("loss-oscillation")
+    assert finding.level == "warning" and [e.code for e in finding.evidence] == ["val_loss_swings"], finding.message
+    for seed in range(3):  # an ordinary noisy val loss beside the same train loss is not
+        assert _per_epoch(val_jumps=False, seed=seed).finding("loss-oscillation").level == "ok"
+
+
 def test_a_train_loss_on_a_floor_beside_a_val_loss_still_moving_has_not_stopped_moving():
     # Public log P314 (blind batch 27, flagged, then this rule): a ResNet with label smoothing, one point per
     # epoch; the train loss floors at 0.447 (within 0.5 %) while the val loss keeps falling 0.175 -> 0.164.

@@ -119,14 +119,15 @@ def overlaps(explainer: Finding, symptom: Finding, view: RoleView, t: Thresholds
 
 
 def on_total_loss(explainer: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
-    """The symptom was measured on the run's total training loss, not on one of the task losses:
-    the total is the sum the dominating term drives."""
+    """The symptom was measured on the run's total training loss, or its total val loss (a val loss that
+    swings from one evaluation to the next: the torch runs whose unscaled ink-mass term dominates), not on
+    one of the task losses: the total is the sum the dominating term drives."""
     total = view.key("train_loss")
     tasks = {key for _, key, _ in view.group("task_losses")}
     if total is None or total in tasks:
         return False
-    metrics = {e.metric for e in symptom.evidence}
-    return total in metrics
+    totals = {total, view.key("val_loss")} - tasks - {None}
+    return bool(totals & {e.metric for e in symptom.evidence})
 
 
 # loss-oscillation's verdicts on a loss that does not move, as opposed to one that swings.
@@ -184,7 +185,7 @@ RULES: tuple[Rule, ...] = (
          "a network whose early layers get no gradient learns slowly or stalls: the slow fall is the vanishing "
          "gradient's symptom, and normalisation, residuals or a better init is the fix"),
     Rule("task-imbalance", ("loss-oscillation", "slow-convergence"), on_total_loss,
-         "the symptom was measured on the total training loss (not a task's loss)",
+         "the symptom was measured on the total training or val loss (not a task's loss)",
          "one term dominating the total drives how the total moves: rescaling that term is the fix"),
     Rule("periodic-spikes", ("loss-oscillation",), loss_still_fell,
          "the loss fell overall (loss-oscillation's `low_improvement` at or above zero)",

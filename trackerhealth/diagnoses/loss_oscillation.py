@@ -49,9 +49,15 @@ and then threw it away. A steady slow fall
 gradient) are stable and not this fault; a loss that fell far and then flattens is a finished
 plateau.
 
+A training loss judged ``ok`` by all of the above is still flagged when its val loss swings from one
+evaluation to the next while the train loss does not: ``val_swing_share`` or more of the consecutive
+changes of ``val_swing_min_points``-plus finite evaluations are ``val_swing_factor`` × or more either way,
+where the train loss's own consecutive changes are not (evidence ``val_loss_swings``, a warning) — the
+model as evaluated is unstable, whatever its training curve says.
+
 A finished run with fewer than ``min_points`` points but at least ``short_min_points`` (a 10–29 epoch
 log) is judged on its overall change only: rising or never learned as above, else ``ok`` with a note
-that its swings were not judged. A run still in progress (tracker state running) is not: its first
+that its swings were not judged (its val loss's swings are). A run still in progress (tracker state running) is not: its first
 epochs are too early to call.
 
 **Why it matters.** The optimizer overshoots (learning rate too high) or the gradient direction is
@@ -87,6 +93,12 @@ FROZEN_RECOMMENDATION = (
     "norm); a loss pinned at a constant is often a collapsed prediction (the target's mean, the class prior): "
     "normalise inputs and targets, check the initialisation and activations for dead units, and lower the LR if an "
     "early blow-up killed them."
+)
+
+VAL_SWINGS_RECOMMENDATION = (
+    "Lower the learning rate (or add warm-up) and evaluate on more batches; with BatchNorm, use larger batches or "
+    "recompute its running statistics before evaluating (or switch to GroupNorm/LayerNorm); keep the checkpoint "
+    "with the best val loss rather than the last."
 )
 
 NEVER_SCORED_RECOMMENDATION = (
@@ -155,10 +167,49 @@ class Thresholds:
     metric_min_points: int = knob(5, "finite evaluations a quality metric (accuracy, F1, mAP) needs before its zeros say the model never learned")
     metric_zero_share: float = knob(0.9, "a quality metric exactly 0 at this share of its evaluations (the last included) never scored")
     metric_max_half_fall: float = knob(0.05, "and the loss fell less than this share over its second half: it is not learning (a loss still falling may be slow)")
+    val_swing_factor: float = knob(3.0, "a change between consecutive evaluations of the val loss this many times (either way) is a swing")
+    val_swing_share: float = knob(0.25, "a val loss swinging at this share of its consecutive evaluations (the train loss not) is unstable")
+    val_swing_min_points: int = knob(8, "finite val-loss evaluations needed to judge its swings")
     first_point_max_improvement: float = knob(0.15, "a loss that fell less than this share from its early median is also measured from its very first point: ending no lower than that first point, it never learned (it rose in its first steps and came back)")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
+    finding = _judge_train_loss(history, thresholds)
+    if finding.level != "ok":
+        return finding
+    return _val_swings(history, thresholds) or finding
+
+
+def _val_swings(history: RoleView, thresholds: Thresholds) -> Finding | None:
+    """A val loss that jumps ``val_swing_factor`` x or more (either way) at ``val_swing_share`` of its consecutive
+    evaluations while the train loss does not: public logs P387 (a captioning model, val 0.84 to 529 while the
+    train loss fell smoothly 43 -> 0.46) and P404 (a temporal fusion transformer, val 2.9 to 520). On the other
+    labelled public logs no healthy run reaches 6 % of such jumps; a run whose train loss swings as much (P53)
+    is the train loss's business. Written after those two runs' blind scores: not held out for them."""
+    val, train = history.series("val_loss"), history.series("train_loss")
+    if val is None or train is None:
+        return None
+    vv, tv = val.finite().values, train.finite().values
+    if len(vv) < thresholds.val_swing_min_points or (vv <= 0).any() or len(tv) < 2 or (tv <= 0).any():
+        return None
+    jump = np.log(thresholds.val_swing_factor)
+    val_share = float(np.mean(np.abs(np.diff(np.log(vv))) >= jump))
+    train_share = float(np.mean(np.abs(np.diff(np.log(tv))) >= jump))
+    if val_share < thresholds.val_swing_share or train_share >= thresholds.val_swing_share:
+        return None
+    vkey, key = history.key("val_loss"), history.key("train_loss")
+    jumps = int(round(val_share * (len(vv) - 1)))
+    evidence = [Evidence(vkey, val_share, thresholds.val_swing_share, float(val.finite().steps[0]), float(val.finite().steps[-1]),
+                         "val_loss_swings", f"{jumps} of {len(vv) - 1} changes between consecutive evaluations are "
+                         f"{c.fmt(thresholds.val_swing_factor)}x or more; between {c.fmt(float(vv.min()))} and {c.fmt(float(vv.max()))}")]
+    message = (f"{vkey} swings between {c.fmt(float(vv.min()))} and {c.fmt(float(vv.max()))}: {jumps} of its {len(vv) - 1} changes "
+               f"from one evaluation to the next are {c.fmt(thresholds.val_swing_factor)}x or more, while {key} does not swing "
+               "like that. The model as evaluated is unstable: a learning rate too high for it, BatchNorm statistics "
+               "from batches too small, or an evaluation on too few batches.")
+    return c.problem(_SELF, False, message, VAL_SWINGS_RECOMMENDATION, evidence)
+
+
+def _judge_train_loss(history: RoleView, thresholds: Thresholds) -> Finding:
     loss, reason = c.judged_loss(history, thresholds.min_points)
     if loss is None:
         short, too_short = c.judged_loss(history, thresholds.short_min_points)
