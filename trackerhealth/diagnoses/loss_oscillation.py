@@ -189,7 +189,8 @@ def _val_swings(history: RoleView, thresholds: Thresholds) -> Finding | None:
     val, train = history.series("val_loss"), history.series("train_loss")
     if val is None or train is None:
         return None
-    vv, tv = val.finite().values, train.finite().values
+    val, tv = val.finite(), train.finite().values
+    vv = val.values
     if len(vv) < thresholds.val_swing_min_points or (vv <= 0).any() or len(tv) < 2 or (tv <= 0).any():
         return None
     jump = np.log(thresholds.val_swing_factor)
@@ -199,7 +200,7 @@ def _val_swings(history: RoleView, thresholds: Thresholds) -> Finding | None:
         return None
     vkey, key = history.key("val_loss"), history.key("train_loss")
     jumps = int(round(val_share * (len(vv) - 1)))
-    evidence = [Evidence(vkey, val_share, thresholds.val_swing_share, float(val.finite().steps[0]), float(val.finite().steps[-1]),
+    evidence = [Evidence(vkey, val_share, thresholds.val_swing_share, float(val.steps[0]), float(val.steps[-1]),
                          "val_loss_swings", f"{jumps} of {len(vv) - 1} changes between consecutive evaluations are "
                          f"{c.fmt(thresholds.val_swing_factor)}x or more; between {c.fmt(float(vv.min()))} and {c.fmt(float(vv.max()))}")]
     message = (f"{vkey} swings between {c.fmt(float(vv.min()))} and {c.fmt(float(vv.max()))}: {jumps} of its {len(vv) - 1} changes "
