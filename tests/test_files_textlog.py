@@ -337,3 +337,26 @@ def test_an_epochs_summary_line_among_batch_lines_closes_that_epoch_as_its_aggre
     assert points(history, "train_loss_epoch") == [(300.0, 3.4), (600.0, 3.3), (900.0, 3.2)]
     view = resolve(history)
     assert (view.key("train_loss"), view.key("val_loss")) == ("loss", "val_loss_epoch")
+
+
+def test_an_evaluation_pass_without_a_counter_of_the_run_gives_one_val_point_where_training_had_got_to(tmp_path):
+    # The PyTorch ImageNet example's console (public log P412, a WS-DAN bird classifier): per-batch
+    # "Epoch: [e][i/N] ... Loss x (running average)" lines, then an evaluation pass "Test: [i/M] ... Loss x (avg)".
+    lines = []
+    for epoch in range(3):
+        for batch in (0, 10, 20):
+            lines.append(f"Epoch: [{epoch}][{batch}/30]\tTime 1.158 (1.175)\tData 0.364 (0.370)\tLoss {3 - epoch:.4f} ({3.5 - epoch:.4f})")
+            lines.append(f"Prec@1     37.500 (19.208)\tPrec@5     66.667 (37.569)")
+        for batch in (0, 10, 20):
+            lines.append(f"Test: [{batch}/25]\tTime 0.604 (0.604)\tLoss {9 + batch:.4f} ({2 + epoch + batch / 100:.4f})")
+        lines.append(" * Prec@1     52.365 Prec@5 80.394")
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    history = one(log)
+    val = points(history, "val/loss")
+    assert [v for _, v in val] == [2.2, 3.2, 4.2]  # each pass's last running average, one point per pass
+    train_steps = [s for s, _ in points(history, "loss")] + [float("inf")]
+    assert len(train_steps) == 10
+    for epoch, (at, _) in enumerate(val):  # after its epoch's last training line, before the next epoch's first
+        assert train_steps[3 * epoch + 2] <= at < train_steps[3 * epoch + 3]
+    assert "val/test" not in history.keys() and "val/time" not in history.keys()

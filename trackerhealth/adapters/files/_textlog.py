@@ -70,6 +70,8 @@ _UNIT_IN_NAME = re.compile(r"\s*\((ms|s|sec|seconds)\)\s*$", re.IGNORECASE)
 _TABLE_HEADER = re.compile(r"^\s*Epoch(?:\s+[A-Za-z_][\w.@:-]*){3,}\s*$")
 _TABLE_ROW = re.compile(r"^\s*(?P<epoch>\d+)/(?P<of>\d+)\s+(?P<cells>.*)$")
 _YOLO_TERMS = {"box", "obj", "cls", "dfl", "seg", "kobj", "kpt", "pose"}
+# "Loss 7.5117 (5.1709)": a batch's value, then the running average so far in brackets.
+_RUNNING_AVERAGE = re.compile(r"(?P<value>" + _NUMBER + r")\s*\(\s*(?P<avg>" + _NUMBER + r")\s*\)")
 _HF_DICT = re.compile(r"^\s*\{'[^']+':.*\}\s*$")
 # A line longer than this is a dump (a config, a tensor), not a metrics line: skipped unread.
 _MAX_LINE = 4000
@@ -207,6 +209,8 @@ def _line_metrics(line: str) -> tuple[tuple[float, float | None] | None, float |
     metrics: dict[str, float] = {}
     for name, value, total, unit in _pairs(line):
         last = name.lower().split()[-1]
+        if last in _VAL_OPENERS and total and not metrics:
+            continue  # "Test: [10/242]": the evaluation pass's own batch counter, neither a metric nor the run's step
         if last in _STEP_WORDS or (last in _WITHIN_EPOCH_WORDS and total):
             if step is None and value.is_integer():
                 step = (value, total)
@@ -230,6 +234,8 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
     header: list[str] | None = None
     counter = "step"
     hf_index = 0
+    last_train: tuple[float, tuple[float, float, float] | None, bool] | None = None  # where training had got to
+    pass_so_far: dict[str, float] = {}  # an evaluation pass's running averages, not yet added
     # split("\n"), not splitlines(): a progress bar's "\r" redraws stay on their line, and only the last counts.
     for raw in text.split("\n"):
         line = in_reader_words(raw.rstrip("\r").rsplit("\r", 1)[-1].replace("\b", ""))  # a Windows "\r\n" is no redraw
@@ -254,6 +260,14 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
             counter = "logged line (HF Trainer prints no step)"
             continue
         step, epoch, metrics = _line_metrics(line)
+        if step is None and epoch is None and last_train is not None and line.lstrip().lower().startswith(_VAL_OPENERS):
+            # An evaluation pass's line with no counter of the run's own ("Test: [10/242]  Loss 7.51 (5.17)", the
+            # PyTorch ImageNet example's style, public log P412) was evaluated where training had got to: the
+            # last training line's position. Its running average (in brackets) is the pass's loss so far: the
+            # pass's last line gives the whole pass's, one point per pass, added when training goes on.
+            _, _, averaged = _line_metrics(_RUNNING_AVERAGE.sub(r"\g<avg>", line))
+            pass_so_far = {k: v for k, v in averaged.items() if is_loss(tokens(k))} or pass_so_far
+            continue
         header_epoch = _section_header(line, step, epoch, metrics)
         if header_epoch is not None:
             section = header_epoch
@@ -277,7 +291,14 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
             at, counter, by_epoch = keras_epoch, "epoch (Keras' Epoch N/M lines)", True
         else:
             continue
+        if pass_so_far and last_train is not None:
+            rows.add(last_train[0], pass_so_far, last_train[1], last_train[2])
+            pass_so_far = {}
         rows.add(at, metrics, within, by_epoch)
+        if not any(k.startswith("val") for k in metrics):
+            last_train = (at, within, by_epoch)
+    if pass_so_far and last_train is not None:
+        rows.add(last_train[0], pass_so_far, last_train[1], last_train[2])
     return rows, counter
 
 
