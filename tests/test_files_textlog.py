@@ -318,7 +318,7 @@ def test_chinese_epoch_ordinals_and_train_and_val_losses_in_utf8(tmp_path):
 
 def test_bytes_that_are_neither_utf8_nor_gbk_are_still_read_with_the_bad_bytes_replaced(tmp_path):
     log = tmp_path / "train.log"
-    log.write_bytes(b"\xff\xfe\xff junk\n" + "".join(f"iter {i}: loss {2 - i / 10:.4f}\n" for i in range(5)).encode())
+    log.write_bytes(b"\x81\x20 junk\n" + "".join(f"iter {i}: loss {2 - i / 10:.4f}\n" for i in range(5)).encode())
     assert [v for _, v in points(one(log), "loss")] == [2.0, 1.9, 1.8, 1.7, 1.6]
 
 
@@ -360,3 +360,11 @@ def test_an_evaluation_pass_without_a_counter_of_the_run_gives_one_val_point_whe
     for epoch, (at, _) in enumerate(val):  # after its epoch's last training line, before the next epoch's first
         assert train_steps[3 * epoch + 2] <= at < train_steps[3 * epoch + 3]
     assert "val/test" not in history.keys() and "val/time" not in history.keys()
+
+
+def test_a_log_windows_powershell_redirected_in_utf16_is_read(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_bytes("".join(f"iter {i}: loss {2 - i / 10:.4f}\n" for i in range(5)).encode("utf-16"))
+    history = one(log)
+    assert [v for _, v in points(history, "loss")] == [2.0, 1.9, 1.8, 1.7, 1.6]
+    assert any("UTF-16" in note for note in history.notes)
