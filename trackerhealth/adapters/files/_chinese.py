@@ -7,7 +7,7 @@ accuracy), ``第3轮 训练损失：0.52，验证损失：0.61`` (epoch 3, train
 full-width colons and commas, and often saved in GBK (Windows' Chinese code page). A line is
 rewritten word for word (``训练损失`` -> `` train loss ``), and whatever Chinese is left (prose:
 ``模型训练开始``) becomes a space, so the name-number pairs the reader finds are the same as in an
-English log. ASCII lines are returned as they are.
+English log. ASCII lines are returned as they are. (Decoding GBK bytes is :mod:`._encoding`'s.)
 """
 
 from __future__ import annotations
@@ -47,22 +47,4 @@ def in_reader_words(line: str) -> str:
     return _CJK.sub(" ", line)
 
 
-def decode(data: bytes) -> tuple[str, str]:
-    """(text, encoding): UTF-16 when the bytes open with its byte-order mark (Windows PowerShell's
-    ``python train.py > log.txt``), UTF-8 when they are UTF-8, else GB18030 (GBK's superset, what a
-    Chinese Windows writes) when they are that, else UTF-8 with each bad byte replaced. Written out, not
-    detected with charset-normalizer: a training log is mostly ASCII digits, on which a statistical
-    guess can pick any single-byte code page, and these are the encodings such logs come in."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16", errors="replace"), "utf-16"
-    try:
-        return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        pass
-    try:
-        return data.decode("gb18030"), "gb18030"
-    except UnicodeDecodeError:
-        return data.decode("utf-8", errors="replace"), "utf-8"
-
-
-__all__ = ["decode", "in_reader_words"]
+__all__ = ["in_reader_words"]

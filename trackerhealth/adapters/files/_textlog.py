@@ -12,7 +12,7 @@ step counter and a loss, each a name followed by a number, on one line —
 * HF Trainer's console: ``{'loss': 2.1234, 'grad_norm': 1.5, 'learning_rate': 4.9e-05, 'epoch': 0.02}``;
 * Chinese scripts: ``当前Batch：10/6035 | 当前epoch:0/50 | 当前损失值：10.113``, ``第3轮 训练损失：0.52`` — their
   metric words and full-width punctuation are put in the words above first (:mod:`._chinese`), and a
-  file that is not UTF-8 is read as GB18030 (GBK) when it is that.
+  file that is not UTF-8 is read as GB18030 (GBK) when it is that, or as UTF-16 after its byte-order mark (:mod:`._encoding`).
 
 No library parses free text like this (``parse`` and friends need the exact template), so the
 pairs are found with one regular expression: a name (words, which may hold spaces, ``/``, ``.``,
@@ -40,8 +40,9 @@ import pandas as pd
 
 from ...roles import is_loss, tokens
 from ...schema import RunHistory
-from ._chinese import decode, in_reader_words
+from ._chinese import in_reader_words
 from ._common import Origin, build_history
+from ._encoding import decode
 from ._errors import NotMetrics
 from ._tables import _spread_within_epochs
 
