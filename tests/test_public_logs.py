@@ -163,8 +163,9 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # 0.6674, 4 of 215. Batch 36 (P405-P416, 12 scored, blind) scored once with a591b7e's code: 0.70, 0 of 4.
     # Then an evaluation pass printed with no counter of the run's is read (P412): all 410 at 0.6678, 4 of 219.
     # Batch 37 (P417-P428, 12 scored, blind) scored once with 747b98c's code: 0.80, 0 of 4. All 422 at 0.6702,
-    # 4 of 223: recorded as measured.
-    assert not missing and len(cases) >= 422
+    # 4 of 223. Batch 38 (P429-P437, 9 scored, blind) scored once with b0583df's code: 0.89, 0 of 3. All 431 at
+    # 0.6727, 4 of 226: recorded as measured.
+    assert not missing and len(cases) >= 431
     assert macro_f1(cases) >= 0.667
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 223 and wrong <= 4
+    assert healthy >= 226 and wrong <= 4
