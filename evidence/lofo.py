@@ -33,8 +33,8 @@ TORCH = Path(__file__).parent / "torch"
 RESULT = TORCH / "lofo.json"
 
 # The knobs a fold may move, each over a few values that bracket the shipped default (their product, or
-# one knob at a time: see ONE_KNOB_AT_A_TIME). Every point is run on every run, so the grids stay small: the test re-derives them all
-# (tests/test_torch_corpus.py), within the suite's 10 minutes.
+# one knob at a time: see ONE_KNOB_AT_A_TIME). Every point is run on every run, so the grids stay small:
+# the test re-derives them all (tests/test_torch_corpus.py), within the suite's 10 minutes.
 GRID: dict[str, dict[str, tuple]] = {
     "loss-oscillation": {"wander_ratio": (0.05, 0.08, 0.12), "max_improvement": (0.3, 0.45, 0.6), "no_learning": (0.05, 0.08, 0.12),
                          "late_rise": (1.0, 2.0), "stuck_swing": (0.06, 0.1)},
@@ -88,7 +88,6 @@ def scored(entry: dict) -> bool:
     return not entry["intended"] and entry.get("healthy_confirmed", False)
 
 
-@lru_cache(maxsize=1)
 @lru_cache(maxsize=1)  # read once per process: the folds, the shipped figures and the tests walk it
 def corpus() -> tuple[tuple[dict, RunHistory], ...]:
     """The scored runs with their histories (see :func:`scored`)."""
