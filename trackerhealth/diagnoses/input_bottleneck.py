@@ -105,13 +105,13 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         unmeasured = (f"{history.key('gpu_util')} never changed ({len(util)} samples, all {c.fmt(float(util.values[0]))}%): "
                       "the sensor did not report utilization, so it is not judged")
         has_util = False
-    elif has_util and float(np.max(util.values)) < thresholds.min_busy_util:
+    elif has_util and (busiest := float(np.max(util.values))) < thresholds.min_busy_util:
         # A GPU that was never even 1 % busy did no work for this run: the model or its batches stayed on the
         # CPU, or the run computed on another GPU than the one sampled (P398, a W&B GNN run: 0.07 % at 5 % of
         # the GPU's memory for 2000 steps). An input pipeline slow enough to idle a GPU that completely still
         # leaves it a few percent busy; "waiting for input" would send the user to the wrong fix.
         unmeasured = (f"{history.key('gpu_util')} never reached {c.fmt(thresholds.min_busy_util)}% ({len(util)} samples, "
-                      f"at most {c.fmt(float(np.max(util.values)))}%): this GPU did no work for the run — check that the "
+                      f"at most {c.fmt(busiest)}%): this GPU did no work for the run — check that the "
                       "model and its batches are moved to it, or that it is the GPU the run was given; not judged as "
                       "an input bottleneck")
         has_util = False

@@ -194,12 +194,12 @@ def _val_swings(history: RoleView, thresholds: Thresholds) -> Finding | None:
     if len(vv) < thresholds.val_swing_min_points or (vv <= 0).any() or len(tv) < 2 or (tv <= 0).any():
         return None
     jump = np.log(thresholds.val_swing_factor)
-    val_share = float(np.mean(np.abs(np.diff(np.log(vv))) >= jump))
+    jumps = int(np.count_nonzero(np.abs(np.diff(np.log(vv))) >= jump))
+    val_share = jumps / (len(vv) - 1)
     train_share = float(np.mean(np.abs(np.diff(np.log(tv))) >= jump))
     if val_share < thresholds.val_swing_share or train_share >= thresholds.val_swing_share:
         return None
     vkey, key = history.key("val_loss"), history.key("train_loss")
-    jumps = int(round(val_share * (len(vv) - 1)))
     evidence = [Evidence(vkey, val_share, thresholds.val_swing_share, float(val.steps[0]), float(val.steps[-1]),
                          "val_loss_swings", f"{jumps} of {len(vv) - 1} changes between consecutive evaluations are "
                          f"{c.fmt(thresholds.val_swing_factor)}x or more; between {c.fmt(float(vv.min()))} and {c.fmt(float(vv.max()))}")]
