@@ -4,10 +4,10 @@ text-log reader knows.
 Chinese training scripts print the same lines as English ones with Chinese names —
 ``当前Batch：10/6035 | 当前epoch:0/50 | 当前损失值：10.113 | 当前准确率：0.00%`` (batch, epoch, loss,
 accuracy), ``第3轮 训练损失：0.52，验证损失：0.61`` (epoch 3, train loss, val loss) — often with
-full-width colons and commas, and often saved in GBK (Windows' Chinese code page). A line is
+full-width colons and commas, and often saved in GBK (Windows' Chinese code page). The text is
 rewritten word for word (``训练损失`` -> `` train loss ``), and whatever Chinese is left (prose:
 ``模型训练开始``) becomes a space, so the name-number pairs the reader finds are the same as in an
-English log. ASCII lines are returned as they are. (Decoding GBK bytes is :mod:`._encoding`'s.)
+English log. ASCII text is returned as it is; nothing here crosses a line end. (Decoding GBK bytes is :mod:`._encoding`'s.)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ _FULL_WIDTH = str.maketrans({"：": ":", "，": ",", "；": ";", "｜": "|", "�
                              "［": "[", "］": "]", "／": "/", "＝": "=", "％": "%", "　": " "})
 
 # "第3轮" (the 3rd round: epoch 3), "第120步" / "第120次迭代" (step 120), "第2个epoch".
-_ORDINAL = re.compile(r"第\s*(\d+)\s*(?:个\s*)?(轮|epoch|步|次迭代|次|iter|批)", re.IGNORECASE)
+_ORDINAL = re.compile(r"第[^\S\r\n]*(\d+)[^\S\r\n]*(?:个[^\S\r\n]*)?(轮|epoch|步|次迭代|次|iter|批)", re.IGNORECASE)
 _ORDINAL_WORD = {"轮": "epoch", "epoch": "epoch", "步": "step", "次迭代": "iter", "次": "iter", "iter": "iter", "批": "batch"}
 
 # Metric words, longest first so that 损失值 wins over 损失. 当前 ("current") and 平均 ("mean") qualify a
@@ -37,14 +37,14 @@ _ENGLISH = dict(_WORDS)
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]+")
 
 
-def in_reader_words(line: str) -> str:
-    """``line`` with its Chinese metric words in English and the rest of its Chinese blanked."""
-    if line.isascii():
-        return line
-    line = line.translate(_FULL_WIDTH)
-    line = _ORDINAL.sub(lambda m: f" {_ORDINAL_WORD[m.group(2).lower()]} {m.group(1)} ", line)
-    line = _WORD.sub(lambda m: f" {_ENGLISH[m.group(0)]} ", line)
-    return _CJK.sub(" ", line)
+def in_reader_words(text: str) -> str:
+    """``text`` with its Chinese metric words in English and the rest of its Chinese blanked, line ends kept."""
+    if text.isascii():
+        return text
+    text = text.translate(_FULL_WIDTH)
+    text = _ORDINAL.sub(lambda m: f" {_ORDINAL_WORD[m.group(2).lower()]} {m.group(1)} ", text)
+    text = _WORD.sub(lambda m: f" {_ENGLISH[m.group(0)]} ", text)
+    return _CJK.sub(" ", text)
 
 
 __all__ = ["in_reader_words"]

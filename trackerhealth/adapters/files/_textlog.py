@@ -222,7 +222,7 @@ def _line_metrics(line: str) -> tuple[tuple[float, float | None] | None, float |
             epoch = value
             continue
         metrics[_key(name, unit)] = value
-    if metrics and line.lstrip().lower().startswith(_VAL_OPENERS):
+    if metrics and _opens_with_val(line):
         metrics = {k if k.startswith("val") else f"val/{k}": v for k, v in metrics.items()}
     return step, epoch, metrics
 
@@ -239,7 +239,7 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
     pass_so_far: dict[str, float] = {}  # an evaluation pass's running averages, not yet added
     # split("\n"), not splitlines(): a progress bar's "\r" redraws stay on their line, and only the last counts.
     for raw in text.split("\n"):
-        line = in_reader_words(raw.rstrip("\r").rsplit("\r", 1)[-1].replace("\b", ""))  # a Windows "\r\n" is no redraw
+        line = raw.rstrip("\r").rsplit("\r", 1)[-1].replace("\b", "")  # a Windows "\r\n" is no redraw
         if not line.strip() or len(line) > _MAX_LINE:
             continue
         m = _KERAS_EPOCH.match(line)
@@ -261,7 +261,7 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
             counter = "logged line (HF Trainer prints no step)"
             continue
         step, epoch, metrics = _line_metrics(line)
-        if step is None and epoch is None and last_train is not None and line.lstrip().lower().startswith(_VAL_OPENERS):
+        if step is None and epoch is None and last_train is not None and _opens_with_val(line):
             # An evaluation pass's line with no counter of the run's own ("Test: [10/242]  Loss 7.51 (5.17)", the
             # PyTorch ImageNet example's style, public log P412) was evaluated where training had got to: the
             # last training line's position. Its running average (in brackets) is the pass's loss so far: the
@@ -303,6 +303,11 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
     return rows, counter
 
 
+def _opens_with_val(line: str) -> bool:
+    """The line opens with a validation word (``validation loss at iteration 1000 | …``, ``Test: [10/242] …``)."""
+    return line.lstrip().lower().startswith(_VAL_OPENERS)
+
+
 def _section_header(line: str, step, epoch: float | None, metrics: dict[str, float]) -> tuple[float, bool] | None:
     """(epoch, is validation) of a line that names only an epoch (``[time] Training epoch: 3``, ``Eval epoch: 5``),
     else None."""
@@ -319,7 +324,7 @@ def _trainings(text: str) -> list[str]:
     pieces, start, first, last = [], 0, None, None
     lines = text.split("\n")
     for i, raw in enumerate(lines):
-        line = in_reader_words(raw.rstrip("\r").rsplit("\r", 1)[-1])
+        line = raw.rstrip("\r").rsplit("\r", 1)[-1]
         if "epoch" not in line.lower() or len(line) > _MAX_LINE:
             continue  # cheap: only a line naming an epoch can be a header
         step, epoch, metrics = _line_metrics(line)
@@ -355,6 +360,7 @@ def _elapsed_clocks(keys: list[str], steps: np.ndarray, values: np.ndarray) -> l
 def read_text_log(path: Path) -> list[RunHistory]:
     """The run printed into ``path``; NotMetrics when no line carries a step and a loss."""
     text, encoding = decode(path.read_bytes())  # not read_text: it would turn a bar's "\r" into lines
+    text = in_reader_words(text)  # once for the whole text: both passes below read the English words
     pieces = _trainings(text)
     histories = []
     for n, piece in enumerate(pieces):
