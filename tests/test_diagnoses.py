@@ -213,3 +213,18 @@ def test_a_large_val_rise_that_is_not_called_overfitting_says_which_part_is_miss
     # A small rise says nothing more: it is not a rise to explain.
     small = np.concatenate([np.linspace(1.0, 0.5, 15), np.linspace(0.5, 0.52, 15)])
     assert "not overfitting" not in analyze(_val_rises(falling, small)).finding("overfitting").message
+
+
+def test_spikes_once_per_epoch_are_found_when_an_epoch_is_not_a_whole_number_of_steps():
+    # Public log P443: 10.24 optimizer steps per epoch, a spike at the first step of each of 40 epochs.
+    # Its epoch boundaries fall 10, 10, 10, 11 steps apart; read as 10 steps per epoch, the once-per-epoch
+    # comb drifts a whole epoch over the run and no period explained the spikes.
+    per_epoch, epochs = 10.25, 40
+    steps = np.arange(int(per_epoch * epochs), dtype=float)
+    loss = 0.5 * (1 + 0.02 * np.resize([1.0, -1.0, 0.5, -0.5], len(steps)))
+    boundaries = np.ceil(per_epoch * np.arange(1, epochs)).astype(int)
+    loss[boundaries] *= 2.0
+    history = RunHistory.from_series(RunRef("files", "p", "r"), {"train/loss": (steps, loss),
+                                                                 "train/epoch": (steps, steps / per_epoch)})
+    finding = analyze(history).finding("periodic-spikes")
+    assert finding.is_problem and "once per epoch" in finding.message, finding.message
