@@ -228,3 +228,36 @@ def test_spikes_once_per_epoch_are_found_when_an_epoch_is_not_a_whole_number_of_
                                                                  "train/epoch": (steps, steps / per_epoch)})
     finding = analyze(history).finding("periodic-spikes")
     assert finding.is_problem and "once per epoch" in finding.message, finding.message
+
+
+def _gpu_run(util_walls, util_values):
+    """A loss logged once a second from wall time 100 to 199, and GPU utilization sampled at ``util_walls``
+    (placed, as W&B's reader places a sample outside the history, on the first or last row's step)."""
+    steps = np.arange(100, dtype=float)
+    walls = 100.0 + steps
+    loss = 2.0 * np.exp(-steps / 40) + 0.1
+    util_walls = np.asarray(util_walls, dtype=float)
+    util_steps = np.clip(util_walls - 100.0, 0, 99)
+    rows = [(s, "train/loss", v, w) for s, v, w in zip(steps, loss, walls)]
+    rows += [(s, "system/gpu.0.gpu", v, w) for s, v, w in zip(util_steps, util_values, util_walls)]
+    rows.sort(key=lambda r: r[3])
+    s, k, v, w = zip(*rows)
+    return RunHistory.from_long(RunRef("wandb", "p", "r"), np.array(s), list(k), np.array(v), np.array(w))
+
+
+def test_gpu_utilization_is_judged_only_while_the_training_loss_was_logged():
+    # Public log P396: one of its five W&B samples came after the last history row, at 0 % (final
+    # evaluation, saving); with it the GPU read 20 % busy and input-bottleneck was tagged.
+    busy_inside = [95.0] * 9
+    inside = list(np.linspace(110, 190, 9))
+    idle_edges = _gpu_run([20, 40, 60, 80] + inside + [220, 240, 260, 280], [0.0] * 4 + busy_inside + [0.0] * 4)
+    finding = analyze(idle_edges).finding("input-bottleneck")
+    assert not finding.is_problem and "95" in finding.message, finding.message
+    # Idle while training is still found.
+    idle_inside = _gpu_run(inside, [5.0, 8.0, 3.0, 6.0, 4.0, 7.0, 5.0, 6.0, 4.0])
+    assert analyze(idle_inside).finding("input-bottleneck").is_problem
+    # Too few samples from the training itself: not judged, and the message says why (the samples before
+    # the first row share its step, one is kept; the same after the last: 5 in the history).
+    few = _gpu_run([20, 40, 120, 150, 180, 250, 270], [0.0, 0.0, 10.0, 12.0, 9.0, 0.0, 0.0])
+    finding = analyze(few).finding("input-bottleneck")
+    assert finding.level == SKIPPED and "3 samples from while the training loss was logged (of 5)" in finding.message, finding.message

@@ -9,7 +9,9 @@ as percent unless the tracker defines the key in percent; a utilization that nev
 did not measure anything, and one that never reached ``min_busy_util`` belongs to a GPU the run did not
 use (the model left on the CPU): neither is judged);
 times from ``data_time`` and ``compute_time`` (or ``step_time − data_time``), in any unit the name
-states. The first ``skip_start`` share of the run is ignored (start-up is always slow). With only
+states. Only utilization sampled while the training loss was being logged counts (by wall time: a
+tracker samples the GPU from process start to exit, through loading and the final evaluation and
+saving), and of it the first ``skip_start`` share is ignored (start-up is always slow). With only
 one side logged, the finding is a warning that says which metric would confirm it — and utilization
 alone must be below ``util_only_max_gpu_util`` (a GPU idle most of the time), since a small model or
 batch leaves a GPU 30-60 % busy as often as a slow input pipeline does; critical needs
@@ -90,8 +92,25 @@ def _compute_time(history: RoleView, data: Series, skip: float) -> tuple[Series 
     return Series(common, derived, step.wall_times[i]), f"{history.key('step_time')} - {history.key('data_time')}"
 
 
+def _while_training(util: Series | None, loss: Series | None) -> Series | None:
+    """The utilization samples taken while the training loss was being logged, by wall time: a tracker
+    samples the GPU from process start to exit, and the samples before the first logged loss (loading the
+    model and data) and after the last (the final evaluation, saving, uploading) are not the training
+    loop, whose input pipeline this judges. W&B places them on the first / last history row's step, so
+    only their wall time tells them apart (public log P396: one of its five samples came after training).
+    Without wall times on both sides, all samples."""
+    if util is None or loss is None:
+        return util
+    walls = loss.wall_times[np.isfinite(loss.wall_times)]
+    if len(walls) < 2 or not np.isfinite(util.wall_times).all():
+        return util
+    inside = (util.wall_times >= walls.min()) & (util.wall_times <= walls.max())
+    return Series(util.steps[inside], util.values[inside], util.wall_times[inside])
+
+
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
-    util = _body(history.series("gpu_util"), thresholds.skip_start)
+    logged_util = history.series("gpu_util")
+    util = _body(_while_training(logged_util, history.series("train_loss")), thresholds.skip_start)
     data = _body(history.series("data_time"), thresholds.skip_start)
     compute, compute_key = _compute_time(history, data, thresholds.skip_start) if data is not None else (None, "")
     has_util = util is not None and len(util) >= thresholds.min_points
@@ -116,6 +135,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                       "an input bottleneck")
         has_util = False
     if not has_util and not has_timing:
+        if not unmeasured and logged_util is not None and len(logged_util) >= thresholds.min_points:
+            unmeasured = (f"{history.key('gpu_util')} has {len(util) if util is not None else 0} samples from while the training loss "
+                          f"was logged (of {len(logged_util)}); need {thresholds.min_points}")
         return c.skipped(_SELF, unmeasured or "not logged: gpu_util, or data_time with compute_time/step_time")
 
     evidence = []
