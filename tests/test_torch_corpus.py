@@ -61,14 +61,15 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # The mixup family (blind; a regularised train loss above the val loss) took overfitting's recall to 0.62:
 # both its overfitting runs missed. The finetune family (blind; a pretrained CNN fine-tuned with a new head)
 # took loss-oscillation's recall to 0.84 and slow-convergence's to 0.74: its flat LR-too-low run and its HF
-# Adam-eps run missed.
+# Adam-eps run missed. The diffusion family (blind; a tiny DDPM) took loss-oscillation's recall to 0.82: its
+# batch-2 run missed.
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 1.0),
     "nonfinite": (1.0, 0.95),
     "overfitting": (0.88, 0.61),
     "vanishing-gradients": (0.93, 0.93),
-    "loss-oscillation": (0.95, 0.83),
+    "loss-oscillation": (0.95, 0.82),
     "slow-convergence": (0.82, 0.74),
     "task-imbalance": (1.0, 1.0),
 }
@@ -126,8 +127,11 @@ def test_pooled_held_out_floors_as_measured(folds):
     # flagged; its flat LR-1e-5 run and its HF Adam-eps-1.0 run missed. Pooled over sixteen: 0.919 (0.9190), 3 of 187.
     # Then nonfinite reads a loss level held at 10x its start as a blow-up (written after public logs P321 and
     # P154): vae_lr_too_high_adam (one of loss-oscillation or nonfinite) is now read as the blow-up it is, so
-    # a loss-oscillation hit became a nonfinite one (recall 27/32 -> 26/31): 0.919 (0.9187), 3 of 187.
-    assert folds["pooled_macro_f1"] >= 0.918
+    # a loss-oscillation hit became a nonfinite one (recall 27/32 -> 26/31): 0.919 (0.9187), 3 of 187. The
+    # seventeenth, diffusion (a tiny DDPM on the digits: an eps-prediction MLP, MSE on the noise; blind, by a
+    # helper), scored once: 0.97, 0 of 18 healthy flagged; its batch-2 run (loss-oscillation) missed. Pooled
+    # over seventeen: 0.923 (0.9228), 3 of 205.
+    assert folds["pooled_macro_f1"] >= 0.922
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -138,12 +142,12 @@ def test_pooled_held_out_floors_as_measured(folds):
     # Over twelve families, 2 of 140: the conv and vae batch-4 runs, slow-convergence both. Over thirteen, 3 of
     # 155: the vae batch-4 run and simclr's rare-val run and ReLU twin (the conv fold now chooses thresholds
     # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three); over fifteen, 3 of 177; over
-    # sixteen, 3 of 187.
-    assert healthy >= 187 and wrong <= 3
+    # sixteen, 3 of 187; over seventeen, 3 of 205.
+    assert healthy >= 205 and wrong <= 3
 
 
-def test_sixteen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
-    assert len(folds["families"]) >= 16
+def test_seventeen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 17
     coverage = folds["cause_coverage"]
     # One oversized batch is confirmed in resnet and seqcls (the cnn family's 24x24 batch rose only
     # 1.1-3.8x its twin's loss, short of the truth's 3x on three epochs: kept, not scored); gradient
@@ -198,11 +202,12 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     # after seeing those two groups: this figure is not held out for it.
     # Then baseline-regression compares a run that saw less data than its baseline with the baseline's level
     # after as much data (written after the three healthy batch-4 runs, so not held out for them): 2 of 187,
-    # resnet's label-noise run and simclr's ReLU encoder, slow-convergence both.
+    # resnet's label-noise run and simclr's ReLU encoder, slow-convergence both; over seventeen (the blind
+    # diffusion family), 2 of 205.
     slow = grouped["grouped_held_out"]["slow-convergence"]
     assert slow["precision"] >= 0.89 and slow["recall"] >= 0.89, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 2 and total >= 187
+    assert bad <= 2 and total >= 205
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -217,7 +222,7 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
                                                                "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 2 and total >= 187  # 2 of 187 (5 alone): see the test above
+    assert bad <= 2 and total >= 205  # 2 of 205 (5 alone): see the test above
     # Macro-F1 was lower grouped (0.81) than alone (0.89): baseline-regression's three false alarms, healthy
     # batch-4 runs that ended 12-43x their batch-32 baseline's final val loss, made its row an F1 of 0. Compared
     # after as much data as they saw (3-17 % of the baseline's), they end 0.3-1.7x it: none is flagged, and
