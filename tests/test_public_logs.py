@@ -169,8 +169,10 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # blind), same code: 0.73, 0 of 5. All 451 at 0.5897, 4 of 236: the macro now averages eight diagnoses,
     # and the two with 3 labels between them are at 0 (periodic-spikes 0 of 2; vanishing-gradients 0 of 1,
     # P452, whose only gradient norm is the total one the diagnosis does not read). Then input-bottleneck
-    # judges only the utilization sampled while the loss was logged (P396): 0.6064, 4 of 236, recorded as measured.
-    assert not missing and len(cases) >= 451
-    assert macro_f1(cases) >= 0.606
+    # judges only the utilization sampled while the loss was logged (P396): 0.6064, 4 of 236. Batch 41 (P459-P470,
+    # 11 scored, blind; forecasters, GANs, graph networks) scored once with 45b40bf's code: 0.47, 1 of 5 (a hinge
+    # DCGAN's flat discriminator loss read as never learned). All 462 at 0.6043, 5 of 241: recorded as measured.
+    assert not missing and len(cases) >= 462
+    assert macro_f1(cases) >= 0.604
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 236 and wrong <= 4
+    assert healthy >= 241 and wrong <= 5
