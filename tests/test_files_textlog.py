@@ -368,3 +368,28 @@ def test_a_log_windows_powershell_redirected_in_utf16_is_read(tmp_path):
     history = one(log)
     assert [v for _, v in points(history, "loss")] == [2.0, 1.9, 1.8, 1.7, 1.6]
     assert any("UTF-16" in note for note in history.notes)
+
+
+def test_a_log_whose_losses_are_not_called_losses_is_read_and_asks_which_one_is_the_loss(tmp_path):
+    # pytorch-CycleGAN-and-pix2pix's loss_log.txt (public batch 41's helper found two the reader refused): every
+    # value is a loss, none is named one. Its lines are read; the run is not judged until the user names its loss.
+    log = tmp_path / "loss_log.txt"
+    lines = ["================ Training Loss (Sun Mar  1 12:00:00 2026) ================"]
+    for epoch in range(1, 21):
+        for it in range(100, 501, 100):
+            cycle = 2.0 * 0.95 ** (epoch + it / 500)
+            lines.append(f"(epoch: {epoch}, iters: {it}, time: 0.123, data: 0.002) D_A: 0.25 G_A: 0.5{epoch % 3} "
+                         f"cycle_A: {cycle:.4f} idt_A: {cycle / 2:.4f} ")
+    log.write_text("\n".join(lines) + "\n")
+    h = one(log)
+    assert len(points(h, "cycle_a")) == 100 and points(h, "cycle_a")[0] == (100.0, round(2.0 * 0.95 ** 1.2, 4))
+    assert any("no metric on its lines is named a loss" in n and "cycle_a" in n and "--loss-key" in n for n in h.notes)
+    result = CliRunner().invoke(main, ["analyze", str(log)])
+    assert "unknown" in result.output and "--loss-key" in result.output and " ok " not in result.output
+    judged = CliRunner().invoke(main, ["analyze", str(log), "--loss-key", "cycle_a"])
+    assert "unknown" not in judged.output.split("\n")[2], judged.output
+    # A few stray "name: number" lines in a file that is no log are still no run.
+    notes = tmp_path / "notes.txt"
+    notes.write_text("".join(f"epoch: {e}, lr: 0.001\n" for e in range(1, 5)))
+    with pytest.raises(InputError, match="holds a step and a loss"):
+        read_histories(notes)

@@ -18,7 +18,9 @@ No library parses free text like this (``parse`` and friends need the exact temp
 pairs are found with one regular expression: a name (words, which may hold spaces, ``/``, ``.``,
 ``-``, and a unit in brackets), a ``:``/``=``/space, a number (with ``nan``/``inf``), an optional
 ``/ total`` and an optional unit (``ms``, ``s``, ``%``). A line counts only when it names a step
-(``iter``, ``iteration``, ``step``; else ``epoch``) and holds at least one loss; Keras' progress
+(``iter``, ``iteration``, ``step``; else ``epoch``) and holds at least one loss (where no line of the
+log names a loss, as pytorch-CycleGAN-and-pix2pix's ``D_A: 0.23 G_A: 0.45 cycle_A: 1.2`` does not, the lines
+with a step and metrics are read, and the notes ask the user to name the loss); Keras' progress
 lines borrow the step of the last ``Epoch N/M`` line, and so do lines that name no counter under a section
 header that names only an epoch (st-gcn and the skeleton-action codebases built on its ``torchlight`` IO print
 ``Training epoch: 3`` then ``mean_loss: 1.23`` on a line of its own; under ``Eval epoch: 5`` the metrics are
@@ -76,6 +78,11 @@ _RUNNING_AVERAGE = re.compile(r"(?P<value>" + _NUMBER + r")\s*\(\s*(?P<avg>" + _
 _HF_DICT = re.compile(r"^\s*\{'[^']+':.*\}\s*$")
 # A line longer than this is a dump (a config, a tensor), not a metrics line: skipped unread.
 _MAX_LINE = 4000
+# Where no line names a loss (pytorch-CycleGAN-and-pix2pix prints ``(epoch: 1, iters: 100, time: 0.12, data: 0.01)
+# D_A: 0.23 G_A: 0.45 cycle_A: 1.2 ...``: losses every one, none called one), the lines that name a counter and
+# metrics are the run, the user names its loss (--loss-key). This many such lines, so that a stray config line
+# ("epoch: 10, lr: 0.001") in a file that is no log is not read as a run of one point.
+_MIN_UNNAMED_LINES = 5
 
 
 def _key(name: str, unit: str | None) -> str:
@@ -227,9 +234,11 @@ def _line_metrics(line: str) -> tuple[tuple[float, float | None] | None, float |
     return step, epoch, metrics
 
 
-def parse_text_log(text: str) -> tuple[_Rows, str]:
-    """The metric rows of a printed training log, and which counter its steps are (for the notes)."""
+def parse_text_log(text: str) -> tuple[_Rows, str, bool]:
+    """The metric rows of a printed training log, which counter its steps are (for the notes), and whether
+    no line named a loss and the lines with a counter and metrics were read instead."""
     rows = _Rows()
+    unnamed = _Rows()  # lines with a counter and metrics but no loss word: read only when no line names one
     keras_epoch: float | None = None
     section: tuple[float, bool] | None = None  # (epoch, is validation) of the last epoch-only header line
     header: list[str] | None = None
@@ -277,8 +286,9 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
             epoch = section[0]
             if section[1]:
                 metrics = {k if k.startswith("val") else f"val/{k}": v for k, v in metrics.items()}
-        if not any(is_loss(tokens(k)) for k in metrics):
+        if not metrics:
             continue
+        named = any(is_loss(tokens(k)) for k in metrics)
         within, by_epoch = None, False
         if epoch is not None and (step is None or step[0] != epoch):
             metrics["epoch"] = epoch
@@ -292,6 +302,9 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
             at, counter, by_epoch = keras_epoch, "epoch (Keras' Epoch N/M lines)", True
         else:
             continue
+        if not named:
+            unnamed.add(at, metrics, within, by_epoch)
+            continue
         if pass_so_far and last_train is not None:
             rows.add(last_train[0], pass_so_far, last_train[1], last_train[2])
             pass_so_far = {}
@@ -300,7 +313,9 @@ def parse_text_log(text: str) -> tuple[_Rows, str]:
             last_train = (at, within, by_epoch)
     if pass_so_far and last_train is not None:
         rows.add(last_train[0], pass_so_far, last_train[1], last_train[2])
-    return rows, counter
+    if not rows.lines and unnamed.lines >= _MIN_UNNAMED_LINES:
+        return unnamed, counter, True
+    return rows, counter, False
 
 
 def _opens_with_val(line: str) -> bool:
@@ -364,11 +379,15 @@ def read_text_log(path: Path) -> list[RunHistory]:
     pieces = _trainings(text)
     histories = []
     for n, piece in enumerate(pieces):
-        rows, counter = parse_text_log(piece)
+        rows, counter, unnamed = parse_text_log(piece)
         if not rows.lines:
             continue  # a start that crashed before its first metric line
         origin = Origin.for_file(path).part(n + 1)
         extra = [f"training {n + 1} of {len(pieces)} appended to this log (its epochs count from the start again)"] if len(pieces) > 1 else []
+        if unnamed:
+            names = ", ".join(dict.fromkeys(k for k in rows.keys if k != "epoch"))
+            extra.append(f"no metric on its lines is named a loss; read the lines that name a step and metrics ({names}): "
+                         "name the training loss with --loss-key KEY")
         if encoding != "utf-8":
             extra.append(f"decoded as {encoding.upper()} (the file is not UTF-8)")
         histories.append(_history(rows, counter, origin, extra))
