@@ -62,16 +62,19 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # both its overfitting runs missed. The finetune family (blind; a pretrained CNN fine-tuned with a new head)
 # took loss-oscillation's recall to 0.84 and slow-convergence's to 0.74: its flat LR-too-low run and its HF
 # Adam-eps run missed. The diffusion family (blind; a tiny DDPM) took loss-oscillation's recall to 0.82: its
-# batch-2 run missed.
+# batch-2 run missed. The distill family (blind; a distilled MLP student) took loss-oscillation to 0.94 / 0.79,
+# nonfinite's recall to 0.95, slow-convergence's precision to 0.83, task-imbalance's to 0.88 and vanishing-gradients'
+# to 0.89: its batch-2 run missed, its explosion called loss-oscillation, its Adam-lr-1 run called vanishing, a
+# healthy batch-4 run called slow and a healthy twin's KL term read as dominating.
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 1.0),
     "nonfinite": (1.0, 0.95),
-    "overfitting": (0.88, 0.61),
-    "vanishing-gradients": (0.93, 0.93),
-    "loss-oscillation": (0.95, 0.82),
-    "slow-convergence": (0.82, 0.74),
-    "task-imbalance": (1.0, 1.0),
+    "overfitting": (0.91, 0.68),
+    "vanishing-gradients": (0.88, 0.94),
+    "loss-oscillation": (0.93, 0.78),
+    "slow-convergence": (0.82, 0.77),
+    "task-imbalance": (0.87, 1.0),
 }
 
 
@@ -130,8 +133,12 @@ def test_pooled_held_out_floors_as_measured(folds):
     # a loss-oscillation hit became a nonfinite one (recall 27/32 -> 26/31): 0.919 (0.9187), 3 of 187. The
     # seventeenth, diffusion (a tiny DDPM on the digits: an eps-prediction MLP, MSE on the noise; blind, by a
     # helper), scored once: 0.97, 0 of 18 healthy flagged; its batch-2 run (loss-oscillation) missed. Pooled
-    # over seventeen: 0.923 (0.9228), 3 of 205.
-    assert folds["pooled_macro_f1"] >= 0.922
+    # over seventeen: 0.923 (0.9228), 3 of 205. The eighteenth, distill (knowledge distillation: an MLP student on
+    # Hinton's loss from a CNN teacher, KL and CE logged as terms; blind, by a helper), scored once: 0.81, 2 of 17
+    # healthy flagged (a batch-4 run called slow; a healthy twin with alpha 0.7 called task-imbalance); its batch-2
+    # run missed, its explosion called loss-oscillation, its Adam-lr-1 run called vanishing. Pooled over
+    # eighteen: 0.908 (0.9082), 5 of 222.
+    assert folds["pooled_macro_f1"] >= 0.908
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -142,12 +149,12 @@ def test_pooled_held_out_floors_as_measured(folds):
     # Over twelve families, 2 of 140: the conv and vae batch-4 runs, slow-convergence both. Over thirteen, 3 of
     # 155: the vae batch-4 run and simclr's rare-val run and ReLU twin (the conv fold now chooses thresholds
     # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three); over fifteen, 3 of 177; over
-    # sixteen, 3 of 187; over seventeen, 3 of 205.
-    assert healthy >= 205 and wrong <= 3
+    # sixteen, 3 of 187; over seventeen, 3 of 205; over eighteen, 5 of 222 (2.3 %: distill's two above).
+    assert healthy >= 222 and wrong <= 5
 
 
-def test_seventeen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
-    assert len(folds["families"]) >= 17
+def test_eighteen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 18
     coverage = folds["cause_coverage"]
     # One oversized batch is confirmed in resnet and seqcls (the cnn family's 24x24 batch rose only
     # 1.1-3.8x its twin's loss, short of the truth's 3x on three epochs: kept, not scored); gradient
@@ -203,11 +210,12 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     # Then baseline-regression compares a run that saw less data than its baseline with the baseline's level
     # after as much data (written after the three healthy batch-4 runs, so not held out for them): 2 of 187,
     # resnet's label-noise run and simclr's ReLU encoder, slow-convergence both; over seventeen (the blind
-    # diffusion family), 2 of 205.
+    # diffusion family), 2 of 205. Over eighteen (the blind distill family): P 0.86, R 0.91, 4 of 222 — distill's
+    # batch-4 run is slow alone and grouped, and its healthy alpha-0.7 twin is called task-imbalance either way.
     slow = grouped["grouped_held_out"]["slow-convergence"]
-    assert slow["precision"] >= 0.89 and slow["recall"] >= 0.89, slow
+    assert slow["precision"] >= 0.85 and slow["recall"] >= 0.9, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 2 and total >= 205
+    assert bad <= 4 and total >= 222
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -217,17 +225,17 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     # early and then crawl (vit Adam eps 1.0, LR too low) or sit near their start for most of the run.
     # unet's Adam eps 1.0 run was found only against the Dice-only baseline, a loss it cannot reach
     # (right for the wrong reason); against its own loss setting's baseline it is missed.
-    assert slow["recall"] >= 0.89 > alone["recall"]  # 0.90 and 0.74 over sixteen families
-    assert slow["precision"] >= 0.89
+    assert slow["recall"] >= 0.89 > alone["recall"]  # 0.90 and 0.74 over sixteen families; 0.91 and 0.77 over eighteen
+    assert slow["precision"] >= 0.85  # 0.86 over eighteen
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
                                                                "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 2 and total >= 205  # 2 of 205 (5 alone): see the test above
+    assert bad <= 4 and total >= 222  # 2 of 205 (5 alone) over seventeen; 4 of 222 (7 alone) over eighteen
     # Macro-F1 was lower grouped (0.81) than alone (0.89): baseline-regression's three false alarms, healthy
     # batch-4 runs that ended 12-43x their batch-32 baseline's final val loss, made its row an F1 of 0. Compared
     # after as much data as they saw (3-17 % of the baseline's), they end 0.3-1.7x it: none is flagged, and
-    # grouped is 0.916 (held-out thresholds: 0.937).
-    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.915
+    # grouped is 0.916 (held-out thresholds: 0.937); over eighteen families 0.908 (0.922).
+    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.907
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():
