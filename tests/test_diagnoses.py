@@ -261,3 +261,17 @@ def test_gpu_utilization_is_judged_only_while_the_training_loss_was_logged():
     few = _gpu_run([20, 40, 120, 150, 180, 250, 270], [0.0, 0.0, 10.0, 12.0, 9.0, 0.0, 0.0])
     finding = analyze(few).finding("input-bottleneck")
     assert finding.level == SKIPPED and "3 samples from while the training loss was logged (of 5)" in finding.message, finding.message
+
+
+def test_an_epoch_counter_that_starts_over_still_gives_the_epoch_length():
+    # Two trainings appended in one history, each counting epochs 0 -> 5 over 20 steps an epoch, with a spike at
+    # the first step of every epoch. Across the restart the counter goes down: that gap is no epoch, and the
+    # length stays 20 steps (not the 53 that first-to-last boundary over 1 -> 4 epochs would give).
+    steps = np.arange(200, dtype=float)
+    epoch = np.concatenate([np.arange(100) / 20, np.arange(100) / 20])
+    loss = 1.0 + 0.02 * np.resize([1.0, -1.0, 0.5, -0.5], 200)
+    loss[20::20] *= 2.0  # the second training's first step (100) starts an epoch too
+    history = RunHistory.from_series(RunRef("files", "p", "r"), {"loss": (steps, loss), "epoch": (steps, epoch)})
+    finding = analyze(history).finding("periodic-spikes")
+    length = next(e.observed for e in finding.evidence if e.code == "epoch_length")
+    assert finding.is_problem and length == 20.0 and "epoch" in finding.message, finding.message

@@ -69,8 +69,8 @@ class Thresholds:
 
 
 def _epoch_length(history: RoleView) -> float | None:
-    """Steps per epoch, from a logged epoch counter: the span between its first and last whole-epoch
-    boundaries over the epochs between them. Not the median gap between boundaries: an epoch of 10.24
+    """Steps per epoch, from a logged epoch counter: the steps between its whole-epoch boundaries over the
+    epochs they cover. Not the median gap between boundaries: an epoch of 10.24
     optimizer steps has boundaries 10, 10, 10, 11 steps apart, and a period of 10 drifts a whole epoch
     over 40 epochs, so a once-per-epoch comb finds nothing (public log P443)."""
     ep = history.series("epoch")
@@ -81,7 +81,13 @@ def _epoch_length(history: RoleView) -> float | None:
     change = np.flatnonzero(np.diff(whole) > 0) + 1
     if len(change) < 2:  # a length needs two epoch boundaries (also covers a counter of fewer than three points)
         return None
-    return float((e.steps[change[-1]] - e.steps[change[0]]) / (whole[change[-1]] - whole[change[0]]))
+    # Between consecutive boundaries where the counter went up; a counter that starts over (trainings appended to
+    # one log) goes down between two of them, and that gap is no epoch.
+    gaps, epochs = np.diff(e.steps[change]), np.diff(whole[change])
+    forward = epochs > 0
+    if not forward.any():
+        return None
+    return float(gaps[forward].sum() / epochs[forward].sum())
 
 
 def _epoch_locked_periods(epoch_len: float, span: float, thresholds: Thresholds) -> np.ndarray:
