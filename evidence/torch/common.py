@@ -195,6 +195,21 @@ def corrupt_nan_at(step: int):
     return wrap
 
 
+def nan_pixel_at(step: int, pixel: int = 36):
+    """A corrupt record for flat (N, 64) batches: one pixel of the first digit in the batch met at ``step`` reads NaN;
+    every other batch is untouched."""
+    def wrap(batches, per_epoch):
+        def gen(epoch):
+            for k, (x, y) in enumerate(batches(epoch)):
+                if epoch * per_epoch + k + 1 == step:
+                    x = x.clone()
+                    x[0, pixel] = float("nan")
+                yield x, y
+        return gen
+    wrap.label = f"NaN in pixel {pixel} of one digit at step {step}"
+    return wrap
+
+
 def oversized_images_at(batch_index: int, scale: int = 2):
     """The batch at ``batch_index`` of every epoch holds its images at ``scale`` times the resolution (bilinear),
     as a shard exported at another size and never resized by the loader would (the seed's "one batch whose

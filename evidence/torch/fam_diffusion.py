@@ -35,7 +35,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import truth
-from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, seed_all, shrink_init
+from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, nan_pixel_at, seed_all
+from .common import shrink_init
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .family_runs import FamilyRuns, batches_for, describe_injections
 from .sinks import open_run
@@ -202,21 +203,6 @@ def val_fn_for(model: EpsNet, xv: torch.Tensor, cfg: dict):
         model.train()
         return loss
     return fn
-
-
-def nan_pixel_at(step: int, pixel: int = 36):
-    """A corrupt record for flat (N, 64) batches: one pixel of the first digit in the batch met at ``step`` reads NaN;
-    every other batch is untouched."""
-    def wrap(batches, per_epoch):
-        def gen(epoch):
-            for k, (x, y) in enumerate(batches(epoch)):
-                if epoch * per_epoch + k + 1 == step:
-                    x = x.clone()
-                    x[0, pixel] = float("nan")
-                yield x, y
-        return gen
-    wrap.label = f"NaN in pixel {pixel} of one digit at step {step}"
-    return wrap
 
 
 def shifted(batches, seed: int):

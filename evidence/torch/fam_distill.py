@@ -49,7 +49,7 @@ from torch.nn import functional as F
 
 from . import truth
 from .common import NAMES, cross_entropy_val_fn, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, seed_all
-from .common import shrink_init
+from .common import nan_pixel_at, shrink_init
 from .family_runs import FamilyRuns, batches_for, describe_injections
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
@@ -230,21 +230,6 @@ def distill_loss(cfg: dict, net: TeacherCNN):
         hint = F.mse_loss(s_hint, t_feat, reduction=cfg["hint"])
         return kd_total(kd, ce, cfg) + hint, {"kd": kd, "ce": ce, "hint": hint}
     return fn
-
-
-def nan_pixel_at(step: int, pixel: int = 36):
-    """A corrupt record for flat (N, 64) batches: one pixel of the first digit in the batch met at ``step`` reads NaN;
-    every other batch is untouched."""
-    def wrap(batches, per_epoch):
-        def gen(epoch):
-            for k, (x, y) in enumerate(batches(epoch)):
-                if epoch * per_epoch + k + 1 == step:
-                    x = x.clone()
-                    x[0, pixel] = float("nan")
-                yield x, y
-        return gen
-    wrap.label = f"NaN in pixel {pixel} of one digit at step {step}"
-    return wrap
 
 
 def loss_label(cfg: dict) -> str:
