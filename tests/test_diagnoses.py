@@ -275,3 +275,14 @@ def test_an_epoch_counter_that_starts_over_still_gives_the_epoch_length():
     finding = analyze(history).finding("periodic-spikes")
     length = next(e.observed for e in finding.evidence if e.code == "epoch_length")
     assert finding.is_problem and length == 20.0 and "epoch" in finding.message, finding.message
+
+
+def test_an_epoch_column_that_runs_ahead_of_the_steps_gives_no_epoch_length():
+    # An "epoch" column that counts a million per step (a property test's draw; a mislabelled column in a user's
+    # table) would make an epoch a millionth of a step, and its whole multiples millions of candidate periods.
+    steps = np.arange(120, dtype=float)
+    loss = 1.0 + 0.02 * np.resize([1.0, -1.0], 120)
+    loss[5::11] *= 3.0
+    history = RunHistory.from_series(RunRef("files", "p", "r"), {"loss": (steps, loss), "epoch": (steps, steps * 1e6)})
+    finding = analyze(history).finding("periodic-spikes")
+    assert finding.level != ERROR and not any(e.code == "epoch_length" for e in finding.evidence), finding
