@@ -89,14 +89,15 @@ def _epoch_length(history: RoleView) -> float | None:
         return None
     length = float(gaps[forward].sum() / epochs[forward].sum())
     # An epoch takes at least one optimizer step: a counter that runs ahead of the steps (an epoch column that
-    # is no epoch count) gives no length to lock to, and its whole multiples would be millions of periods.
+    # is no epoch count) gives no length to lock to, and its whole multiples up to the run's length would be
+    # millions of periods (at one step or more, there are at most as many as the run has steps).
     return length if length >= 1 else None
 
 
 def _epoch_locked_periods(epoch_len: float, span: float, thresholds: Thresholds) -> np.ndarray:
-    """Whole multiples of the epoch that fit three times in the run (:func:`stats.periodic_comb` tries no
-    longer period), and its whole fractions down to a half, a third ... an ``epoch_fractions``-th."""
-    multiples = epoch_len * np.arange(1, max(1, int(span / (3 * epoch_len))) + 1)
+    """Whole multiples of the epoch up to the run's length (:func:`stats.periodic_comb` keeps those that fit
+    three times), and its whole fractions down to a half, a third ... an ``epoch_fractions``-th."""
+    multiples = epoch_len * np.arange(1, max(1, int(span / epoch_len)) + 1)
     fractions = epoch_len / np.arange(2, thresholds.epoch_fractions + 1)
     return np.concatenate([fractions, multiples])
 
