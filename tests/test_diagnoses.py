@@ -215,6 +215,18 @@ def test_a_large_val_rise_that_is_not_called_overfitting_says_which_part_is_miss
     assert "not overfitting" not in analyze(_val_rises(falling, small)).finding("overfitting").message
 
 
+def test_two_lucky_batches_at_the_val_minimum_do_not_hide_an_overfit():
+    # Public log P382: a train loss logged every 50 steps that scatters 6x around its level (0.0005-0.003);
+    # read from the one or two points nearest the val minimum, its level there was a low outlier, so the
+    # train loss "rose 52 %" and the val/train gap "shrank" while the train loss fell all run long.
+    val = np.concatenate([np.linspace(1.0, 0.5, 15), np.linspace(0.52, 0.8, 15)])
+    train = np.geomspace(1.0, 0.12, 30)
+    train[13:15] *= 0.15
+    finding = analyze(_val_rises(train, val)).finding("overfitting")
+    assert finding.is_problem, finding.message
+    assert "train_loss went 0.31" in finding.message, finding.message
+
+
 def test_spikes_once_per_epoch_are_found_when_an_epoch_is_not_a_whole_number_of_steps():
     # Public log P443: 10.24 optimizer steps per epoch, a spike at the first step of each of 40 epochs.
     # Its epoch boundaries fall 10, 10, 10, 11 steps apart; read as 10 steps per epoch, the once-per-epoch
