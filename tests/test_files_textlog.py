@@ -393,3 +393,19 @@ def test_a_log_whose_losses_are_not_called_losses_is_read_and_asks_which_one_is_
     notes.write_text("".join(f"epoch: {e}, lr: 0.001\n" for e in range(1, 5)))
     with pytest.raises(InputError, match="holds a step and a loss"):
         read_histories(notes)
+
+
+def test_a_qualifier_in_brackets_and_a_sentence_before_the_name_are_not_read_as_the_metric(tmp_path):
+    # Found by public batch 42's helper (AdityaAshvin/ScalingDown): "Training Loss (avg over last 100): 2.44"
+    # was read as a metric "training_loss_(avg_over_last" worth 100 at every line, and "Epoch 1 completed.
+    # Average Training Loss: 4.68" as "completed._average_training_loss".
+    lines = [f"2024-11-05 23:17:05,224 - INFO - Step {10 * i}, Training Loss (avg over last 100): {3.0 - 0.05 * i:.4f}, "
+             f"Time (ms): 12" for i in range(1, 9)]
+    lines += [f"2024-11-06 20:47:14,927 - INFO - Epoch {e} completed. Average Training Loss: {4.0 - e:.4f}" for e in (1, 2)]
+    log = tmp_path / "training.log"
+    log.write_text("\n".join(lines) + "\n")
+    h = one(log)
+    assert points(h, "training_loss")[:2] == [(10.0, 2.95), (20.0, 2.9)], sorted(h.keys())
+    assert points(h, "time_ms")[0] == (10.0, 12.0)
+    assert "average_training_loss" in h.keys(), sorted(h.keys())
+    assert not [k for k in h.keys() if "(" in k or "completed" in k], sorted(h.keys())

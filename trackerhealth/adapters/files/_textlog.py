@@ -67,6 +67,10 @@ _WITHIN_EPOCH_WORDS = ("batch", "batches", "iter_in_epoch")
 _VAL_OPENERS = ("validation", "valid", "val", "eval", "evaluation", "test")
 _KERAS_EPOCH = re.compile(r"^\s*Epoch\s+(?P<n>\d+)\s*/\s*\d+\s*$", re.IGNORECASE)
 _UNIT_IN_NAME = re.compile(r"\s*\((ms|s|sec|seconds)\)\s*$", re.IGNORECASE)
+# "Training Loss (avg over last 100): 2.44": a bracketed qualifier between a name and its separator says how
+# the value was taken, and its number is not the value. A unit in brackets stays (_UNIT_IN_NAME reads it).
+_QUALIFIER = re.compile(r"\s*\((?!\s*(?:ms|s|sec|secs|seconds)\s*\))[^()]*\)(?=\s*[:=])", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"\.\s+")
 # YOLOv5/v7/v8's console: a header of column names opening with "Epoch", then per epoch a row whose
 # first cell is "12/299" (redrawn by a progress bar). Its box/obj/cls/dfl/seg columns are losses even
 # where the name lacks the word (v5/v7); "total" is their sum.
@@ -100,13 +104,15 @@ def _key(name: str, unit: str | None) -> str:
 def _pairs(line: str) -> list[tuple[str, float, float | None, str | None]]:
     """(name, value, total, unit) of each name-number pair; total is the 600 of ``Step [100/600]``."""
     out = []
-    for m in _PAIR.finditer(line):
+    for m in _PAIR.finditer(_QUALIFIER.sub("", line)):
         try:
             value = float(m.group("value"))
         except ValueError:
             continue
         total = float(m.group("total")) if m.group("total") else None
-        out.append((m.group("name"), value, total, m.group("unit")))
+        # "Epoch 1 completed. Average Training Loss: 4.68": the name is what follows the sentence's end.
+        name = _SENTENCE_END.split(m.group("name"))[-1]
+        out.append((name, value, total, m.group("unit")))
     return out
 
 
