@@ -409,3 +409,19 @@ def test_a_qualifier_in_brackets_and_a_sentence_before_the_name_are_not_read_as_
     assert points(h, "time_ms")[0] == (10.0, 12.0)
     assert "average_training_loss" in h.keys(), sorted(h.keys())
     assert not [k for k in h.keys() if "(" in k or "completed" in k], sorted(h.keys())
+
+
+def test_an_evaluation_line_behind_a_logging_prefix_is_the_val_loss(tmp_path):
+    # Public log P476 (Kabir5296/CSTA-CustomImplementation): "INFO:root:Epoch 0 - Average Loss: 4.12" and
+    # "INFO:root:Evaluation Epoch 0 - Average Loss: 3.95" were one zigzagging "average_loss" series: the
+    # evaluation word was looked for at the start of the line, before the logging module's prefix.
+    lines = []
+    for e in range(6):
+        lines.append(f"INFO:root:Epoch {e} - Average Loss: {4.1 - 0.01 * e:.4f}, Average Accuracy: 0.05, Samples: 1013")
+        lines.append(f"2025-10-02 00:05:10,224 - INFO - Evaluation Epoch {e} - Average Loss: {3.9 - 0.01 * e:.4f}, Samples: 211")
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    h = one(log)
+    assert [v for _, v in points(h, "average_loss")] == [round(4.1 - 0.01 * e, 4) for e in range(6)], sorted(h.keys())
+    assert [v for _, v in points(h, "val/average_loss")] == [round(3.9 - 0.01 * e, 4) for e in range(6)]
+    assert resolve(h).key("val_loss") == "val/average_loss"

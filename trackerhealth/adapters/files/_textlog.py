@@ -71,6 +71,10 @@ _UNIT_IN_NAME = re.compile(r"\s*\((ms|s|sec|seconds)\)\s*$", re.IGNORECASE)
 # the value was taken, and its number is not the value. A unit in brackets stays (_UNIT_IN_NAME reads it).
 _QUALIFIER = re.compile(r"\s*\((?!\s*(?:ms|s|sec|secs|seconds)\s*\))[^()]*\)(?=\s*[:=])", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"\.\s+")
+# What a logging call puts before the message: "INFO:root:", "2024-11-05 23:17:05,224 - INFO - ", "[INFO] ",
+# "... | INFO     | ". Hand-written: the logging module's format is the script's own, and no parser reads it back.
+_LOG_PREFIX = re.compile(r"^.{0,40}?\b(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b\]?(?::[\w.<>-]+:|\s*[-:|]\s*|\s+)",
+                         re.IGNORECASE)
 # YOLOv5/v7/v8's console: a header of column names opening with "Epoch", then per epoch a row whose
 # first cell is "12/299" (redrawn by a progress bar). Its box/obj/cls/dfl/seg columns are losses even
 # where the name lacks the word (v5/v7); "total" is their sum.
@@ -325,8 +329,9 @@ def parse_text_log(text: str) -> tuple[_Rows, str, bool]:
 
 
 def _opens_with_val(line: str) -> bool:
-    """The line opens with a validation word (``validation loss at iteration 1000 | …``, ``Test: [10/242] …``)."""
-    return line.lstrip().lower().startswith(_VAL_OPENERS)
+    """The line opens with a validation word (``validation loss at iteration 1000 | …``, ``Test: [10/242] …``),
+    after the logging module's prefix if it has one (``INFO:root:Evaluation Epoch 0 - Average Loss: 3.95``)."""
+    return _LOG_PREFIX.sub("", line, count=1).lstrip().lower().startswith(_VAL_OPENERS)
 
 
 def _section_header(line: str, step, epoch: float | None, metrics: dict[str, float]) -> tuple[float, bool] | None:
