@@ -73,8 +73,8 @@ _QUALIFIER = re.compile(r"\s*\((?!\s*(?:ms|s|sec|secs|seconds)\s*\))[^()]*\)(?=\
 _SENTENCE_END = re.compile(r"\.\s+")
 # What a logging call puts before the message: "INFO:root:", "2024-11-05 23:17:05,224 - INFO - ", "[INFO] ",
 # "... | INFO     | ". Hand-written: the logging module's format is the script's own, and no parser reads it back.
-_LOG_PREFIX = re.compile(r"^.{0,40}?\b(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b\]?(?::[\w.<>-]+:|\s*[-:|]\s*|\s+)",
-                         re.IGNORECASE)
+# Upper case only, as logging and loguru print a level: "Model info: val ..." is a message, not a prefix.
+_LOG_PREFIX = re.compile(r"^.{0,40}?\b(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b\]?(?::[\w.<>-]+:|\s*[-:|]\s*|\s+)")
 # YOLOv5/v7/v8's console: a header of column names opening with "Epoch", then per epoch a row whose
 # first cell is "12/299" (redrawn by a progress bar). Its box/obj/cls/dfl/seg columns are losses even
 # where the name lacks the word (v5/v7); "total" is their sum.
