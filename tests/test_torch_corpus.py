@@ -66,15 +66,20 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # nonfinite's recall to 0.95, slow-convergence's precision to 0.83, task-imbalance's to 0.88 and vanishing-gradients'
 # to 0.89: its batch-2 run missed, its explosion called loss-oscillation, its Adam-lr-1 run called vanishing, a
 # healthy batch-4 run called slow and a healthy twin's KL term read as dominating.
+# The nineteenth family, metric (triplet-margin metric learning, built blind by a helper and scored once, held
+# out: 0.63, 1 of 21), took periodic-spikes' recall to 0.93 (its weak bad-shard run missed), loss-oscillation's
+# precision to 0.92 and slow-convergence's recall to 0.75 (its raw-features SGD crawl called oscillating),
+# task-imbalance's precision to 0.80 (its healthy scaled-aux twin) and vanishing-gradients' to 0.81 (two faulty
+# runs also called vanishing). Recorded as measured; nothing was changed for it.
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
-    "periodic-spikes": (1.0, 1.0),
+    "periodic-spikes": (1.0, 0.93),
     "nonfinite": (1.0, 0.95),
     "overfitting": (0.91, 0.68),
-    "vanishing-gradients": (0.88, 0.94),
-    "loss-oscillation": (0.93, 0.78),
-    "slow-convergence": (0.82, 0.77),
-    "task-imbalance": (0.87, 1.0),
+    "vanishing-gradients": (0.80, 0.94),
+    "loss-oscillation": (0.91, 0.78),
+    "slow-convergence": (0.82, 0.74),
+    "task-imbalance": (0.79, 1.0),
 }
 
 
@@ -137,8 +142,9 @@ def test_pooled_held_out_floors_as_measured(folds):
     # Hinton's loss from a CNN teacher, KL and CE logged as terms; blind, by a helper), scored once: 0.81, 2 of 17
     # healthy flagged (a batch-4 run called slow; a healthy twin with alpha 0.7 called task-imbalance); its batch-2
     # run missed, its explosion called loss-oscillation, its Adam-lr-1 run called vanishing. Pooled over
-    # eighteen: 0.908 (0.9082), 5 of 222.
-    assert folds["pooled_macro_f1"] >= 0.908
+    # eighteen: 0.908 (0.9082), 5 of 222. The nineteenth, metric (above), scored once: 0.63, 1 of 21. Pooled over
+    # nineteen: 0.894 (0.8943), 6 of 243.
+    assert folds["pooled_macro_f1"] >= 0.894
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -150,11 +156,11 @@ def test_pooled_held_out_floors_as_measured(folds):
     # 155: the vae batch-4 run and simclr's rare-val run and ReLU twin (the conv fold now chooses thresholds
     # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three); over fifteen, 3 of 177; over
     # sixteen, 3 of 187; over seventeen, 3 of 205; over eighteen, 5 of 222 (2.3 %: distill's two above).
-    assert healthy >= 222 and wrong <= 5
+    assert healthy >= 243 and wrong <= 6  # over nineteen, 6 of 243 (2.5 %): metric's scaled-aux twin added
 
 
-def test_eighteen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
-    assert len(folds["families"]) >= 18
+def test_nineteen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 19
     coverage = folds["cause_coverage"]
     # One oversized batch is confirmed in resnet and seqcls (the cnn family's 24x24 batch rose only
     # 1.1-3.8x its twin's loss, short of the truth's 3x on three epochs: kept, not scored); gradient
@@ -212,10 +218,12 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     # resnet's label-noise run and simclr's ReLU encoder, slow-convergence both; over seventeen (the blind
     # diffusion family), 2 of 205. Over eighteen (the blind distill family): P 0.86, R 0.91, 4 of 222 — distill's
     # batch-4 run is slow alone and grouped, and its healthy alpha-0.7 twin is called task-imbalance either way.
+    # Over nineteen (the blind metric family): P 0.76, R 0.91, 9 of 243 — four healthy metric runs (rare val,
+    # SGDR restarts, step-decay SGD, the fast-loader twin) are slow against their group's baseline.
     slow = grouped["grouped_held_out"]["slow-convergence"]
-    assert slow["precision"] >= 0.85 and slow["recall"] >= 0.9, slow
+    assert slow["precision"] >= 0.75 and slow["recall"] >= 0.9, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 4 and total >= 222
+    assert bad <= 9 and total >= 243
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -226,16 +234,16 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     # unet's Adam eps 1.0 run was found only against the Dice-only baseline, a loss it cannot reach
     # (right for the wrong reason); against its own loss setting's baseline it is missed.
     assert slow["recall"] >= 0.89 > alone["recall"]  # 0.90 and 0.74 over sixteen families; 0.91 and 0.77 over eighteen
-    assert slow["precision"] >= 0.85  # 0.86 over eighteen
+    assert slow["precision"] >= 0.75  # 0.86 over eighteen; 0.76 over nineteen (metric's healthy runs, above)
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
                                                                "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 4 and total >= 222  # 2 of 205 (5 alone) over seventeen; 4 of 222 (7 alone) over eighteen
+    assert bad <= 9 and total >= 243  # 2 of 205 (5 alone) over seventeen; 4 of 222 (7 alone) over eighteen; 9 of 243 (8 alone) over nineteen
     # Macro-F1 was lower grouped (0.81) than alone (0.89): baseline-regression's three false alarms, healthy
     # batch-4 runs that ended 12-43x their batch-32 baseline's final val loss, made its row an F1 of 0. Compared
     # after as much data as they saw (3-17 % of the baseline's), they end 0.3-1.7x it: none is flagged, and
-    # grouped is 0.916 (held-out thresholds: 0.937); over eighteen families 0.908 (0.922).
-    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.907
+    # grouped is 0.916 (held-out thresholds: 0.937); over eighteen families 0.908 (0.922); over nineteen 0.892 (0.903).
+    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.892
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():
