@@ -227,6 +227,27 @@ def test_two_lucky_batches_at_the_val_minimum_do_not_hide_an_overfit():
     assert "train_loss went 0.31" in finding.message, finding.message
 
 
+def test_an_auxiliary_term_that_converged_early_is_not_a_task_left_behind():
+    # Torch families distill and metric (both built blind): a healthy run's auxiliary term fell 99.5 % in its
+    # first steps and then sat on its floor, noisily, while the main term carried the total: it read as a task
+    # "rose 6 %, not being trained", critical, on two healthy twins.
+    steps = np.arange(1, 401, dtype=float)
+    main = 1.0 - 0.6 * steps / 400 + 0.05 * np.resize([1.0, -1.0, 0.5, -0.5, 0.0], 400)
+    aux = 0.17 * np.exp(-steps / 5) + 0.0007 * (1 + 0.2 * np.resize([1.0, -1.0, 0.3, 0.8, -0.6, 1.2], 400))
+    aux[200:] *= 1.06  # its floor a little higher over the last half: noise, not neglect
+    history = RunHistory.from_series(RunRef("files", "p", "r"), {"train/loss": (steps, main + aux),
+                                                                 "train/loss_main": (steps, main),
+                                                                 "train/loss_aux": (steps, aux)})
+    finding = analyze(history).finding("task-imbalance")
+    assert not finding.is_problem, finding.message
+    # The same term left flat from its start beside the dominant one is still the fault.
+    stuck = np.full(400, 0.0007) * (1 + 0.01 * np.resize([1.0, -1.0], 400))
+    history = RunHistory.from_series(RunRef("files", "p", "r"), {"train/loss": (steps, main + stuck),
+                                                                 "train/loss_main": (steps, main),
+                                                                 "train/loss_aux": (steps, stuck)})
+    assert analyze(history).finding("task-imbalance").is_problem
+
+
 def test_spikes_once_per_epoch_are_found_when_an_epoch_is_not_a_whole_number_of_steps():
     # Public log P443: 10.24 optimizer steps per epoch, a spike at the first step of each of 40 epochs.
     # Its epoch boundaries fall 10, 10, 10, 11 steps apart; read as 10 steps per epoch, the once-per-epoch

@@ -66,7 +66,7 @@ REAL_CASES = (
     RealCase("seqcls_overfit_small_subset", TORCH, "a 256-unit GRU reading 100 digits row by row, no regularisation",
              "val/loss rose 7.44% from its best 0.571 (step 200) to 0.614 … a steady climb (Kendall's tau 0.943 over 20 evaluations) in a run that has memorised its training set."),
     RealCase("P05", PUBLIC, "Merlinmy/Whisper_small_hi, an HF Trainer trainer_state.json (Whisper fine-tuning)",
-             "eval_loss rose 47% from its best 0.307 (step 1,000) to 0.452 while loss went 0.113 → 0.00105"),
+             "eval_loss rose 47% from its best 0.307 (step 1,000) to 0.452 while loss went 0.035 → 4.00e-04"),
 )
 
 

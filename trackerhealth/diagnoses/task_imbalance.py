@@ -6,7 +6,9 @@ of the summed loss is computed from their medians. The finding fires when one ta
 ``dominant_share`` (90 %, from the seed) of the total while another task's loss stayed flat — it
 fell by less than ``flat_change`` of its starting level over the run, or over that last ``tail``
 share (its first ``late_parts``-th against its last: a term that fell in the first epochs and then stopped
-while the dominant one went on falling), or rose. Critical above ``critical_share``. A term that the
+while the dominant one went on falling), or rose — unless it fell ``converged_fall`` (90 %) of its start over
+the run: a term that fell by orders of magnitude was trained, and flat at the end it has converged (an
+auxiliary head that solved its task in its first steps, a distilled student that matched its teacher). Critical above ``critical_share``. A term that the
 dominant one outweighs by orders of magnitude (``swamp_ratio`` × its level or more: an unscaled
 regression target in grams or pixels summed with a cross-entropy) is not being trained either when it
 fell by less than ``lag_ratio`` of what the dominant term fell, both measured as log-ratios of start to
@@ -85,6 +87,7 @@ class Thresholds:
     swamp_ratio: float = knob(30.0, "a dominant term this many times another task's level swamps that task's gradient (orders of magnitude)")
     lag_ratio: float = knob(0.25, "a swamped task whose loss fell by less than this share of the dominant term's fall (log-ratios) is not being trained")
     min_dominant_fall: float = knob(0.69, "the dominant term must have fallen at least this log-ratio (0.69: halved) for a lag to mean anything")
+    converged_fall: float = knob(0.9, "a term that fell this share of its start over the run was trained: flat at the end, it converged")
     swamped_min_share: float = knob(0.5, "a term that began swamp_ratio x a never-moving task's level dominates while it holds more than this share")
 
 
@@ -129,7 +132,11 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return c.ok(_SELF, "all task losses are zero")
     shares = np.array(levels) / total
     top = int(np.argmax(shares))
-    flat = [i for i in range(len(levels)) if i != top and changes[i] < thresholds.flat_change and not grown_penalties[i]]
+    # A term that fell by orders of magnitude over the run was trained: flat at the end, it has converged (an
+    # auxiliary head that solved its task in the first steps; a distilled student that matched its teacher).
+    converged = [overall[i] >= thresholds.converged_fall for i in range(len(levels))]
+    flat = [i for i in range(len(levels))
+            if i != top and changes[i] < thresholds.flat_change and not grown_penalties[i] and not converged[i]]
     lagging = [i for i in _swamped(levels, falls, top, thresholds) if i not in flat and not grown_penalties[i]]
     # A task that never moved beside a term that began orders of magnitude above it: swamped from the
     # first step, even though the big term has fallen since (a rise is not "never moved": something trains it).
