@@ -248,6 +248,26 @@ def test_an_auxiliary_term_that_converged_early_is_not_a_task_left_behind():
     assert analyze(history).finding("task-imbalance").is_problem
 
 
+def test_every_layer_still_after_a_blow_up_or_at_a_zero_loss_is_not_vanishing():
+    # Torch families metric, distill and unet: an LR far too high blew the loss up 555-9,259x and left every
+    # layer's gradient at 0 (dead units), and a triplet loss that reached 0 on a memorised subset sent no gradient
+    # back; each was also called "vanishing-gradients: the network has stopped learning".
+    steps = np.arange(1, 301, dtype=float)
+    still = {f"grad_norm/layers.{i}.weight": (steps, np.full(300, 1e-12)) for i in range(4)}
+
+    def run(loss):
+        return analyze(RunHistory.from_series(RunRef("files", "p", "r"), {"train/loss": (steps, loss), **still}))
+
+    blown = np.full(300, 1.0)
+    blown[3:8] = 500.0
+    finding = run(blown).finding("vanishing-gradients")
+    assert not finding.is_problem and "blow-up" in finding.message, finding.message
+    solved = np.concatenate([np.linspace(1.0, 0.0, 100), np.zeros(200)])
+    assert not run(solved).finding("vanishing-gradients").is_problem
+    # Still everywhere while the loss sits where it began, with no blow-up: the network stopped learning.
+    assert run(np.full(300, 1.0) + 0.01 * np.resize([1.0, -1.0], 300)).finding("vanishing-gradients").is_problem
+
+
 def test_spikes_once_per_epoch_are_found_when_an_epoch_is_not_a_whole_number_of_steps():
     # Public log P443: 10.24 optimizer steps per epoch, a spike at the first step of each of 40 epochs.
     # Its epoch boundaries fall 10, 10, 10, 11 steps apart; read as 10 steps per epoch, the once-per-epoch

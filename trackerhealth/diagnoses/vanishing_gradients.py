@@ -7,7 +7,9 @@ non-zero, the dead units a blow-up leaves, or below ``collapse`` of its first te
 the saturated units an LR far too high leaves, is judged on the stretch before): critical when the early layers' norm is below ``tiny``
 (1e-7, from the seed) while the late layers are at least ``min_late`` — normal; a warning when the
 early layers are more than ``ratio``× smaller than the late ones, or when every layer is below
-``tiny`` (the whole network has stopped learning).
+``tiny`` (the whole network has stopped learning) — unless the training loss first rose ``blowup_factor``× its
+start (a blow-up killed or saturated the units: loss-oscillation or nonfinite reports it) or ended below
+``solved_loss`` of its start (a loss at 0 sends no gradient back: nothing is left to learn).
 
 **Why it matters.** Layers that receive no gradient do not learn: a deep network then behaves like
 a shallow one on top of random features.
@@ -53,6 +55,9 @@ class Thresholds:
     min_layers: int = knob(3, "layers with gradient norms needed to judge")
     collapse: float = knob(1e-3, "a layer's norms below this share of their first part's median from some step to the end collapsed (units knocked out): judged before")
     collapse_head_parts: int = knob(10, "the first 1/this of a layer's norms is its starting level for the collapse check")
+    blowup_factor: float = knob(10.0, "every layer tiny is no vanishing when the training loss first rose this many times its start (a blow-up killed the units)")
+    solved_loss: float = knob(1e-6, "nor when the training loss ended below this share of its start (nothing left to learn)")
+    loss_end_points: int = knob(3, "training-loss points at each end whose median is its start and end level for those two checks")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -95,6 +100,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                    f"while the last layers get {c.fmt(late_level)}: gradients vanish before reaching {layers[0][0]}.")
         return c.problem(_SELF, True, message, RECOMMENDATION, evidence)
     if late_level < thresholds.tiny:
+        other_cause = _stopped_for_another_reason(history, thresholds)
+        if other_cause is not None:
+            return c.ok(_SELF, f"every layer's gradient norm is tiny (last layers {c.fmt(late_level)}), but {other_cause}")
         message = f"every layer's gradient norm is tiny (last layers {c.fmt(late_level)}, first {c.fmt(early_level)}): the network has stopped learning."
         return c.problem(_SELF, False, message, RECOMMENDATION,
                          [ev("all_layers_tiny", late_level, thresholds.tiny, "median gradient norm of the last layers", last_key)])
@@ -104,6 +112,31 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         return c.problem(_SELF, False, message, RECOMMENDATION,
                          [ev("early_late_ratio", rel, thresholds.ratio, "early/late median gradient-norm ratio")])
     return c.ok(_SELF, f"gradient reaches the first layers: early {c.fmt(early_level)} vs late {c.fmt(late_level)}")
+
+
+def _stopped_for_another_reason(history: RoleView, thresholds: Thresholds) -> str | None:
+    """Why every layer's gradient can be tiny without vanishing: the training loss blew up first (the units a
+    blow-up kills or saturates pass no gradient: loss-oscillation or nonfinite reports the blow-up; torch runs at
+    an LR far too high, their losses 555x and 9,259x their start before they went still), or it reached 0 (a
+    triplet loss whose margins are all met has a zero gradient: the training set is solved). None otherwise."""
+    loss = history.series("train_loss")
+    if loss is None:
+        return None
+    v = loss.finite().values
+    n = thresholds.loss_end_points
+    if len(v) < n:
+        return None
+    start = min(float(v[0]), float(np.median(v[:n])))  # the first point too: a blow-up within n logs lifts their median
+    if start <= 0:
+        return None
+    peak = float(np.max(v))
+    if peak >= thresholds.blowup_factor * start:
+        return (f"the training loss first rose to {c.fmt(peak / start)}x its start: the units stopped in that blow-up, "
+                "which loss-oscillation or nonfinite reports")
+    end = float(np.median(v[-n:]))
+    if end <= thresholds.solved_loss * start:
+        return f"the training loss went {c.fmt(start)} → {c.fmt(end)}: nothing is left to learn, so nothing flows back"
+    return None
 
 
 def _while_alive(values: np.ndarray, thresholds: Thresholds) -> np.ndarray:
