@@ -62,7 +62,7 @@ from . import truth
 from ._pipeline import SlowIODataset
 from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, seed_all
 from .common import nan_pixel_at, shrink_init
-from .family_runs import FamilyRuns, describe_injections
+from .family_runs import FamilyRuns, TwinChecks, describe_injections
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
 
@@ -365,13 +365,11 @@ def shard_steps_for(y: torch.Tensor, cfg: dict, rows: tuple[int, int]) -> list[f
 
 def build(root: Path, only: set[str] | None) -> list[dict]:
     runs = Runs(root)
-    want = (lambda *n: True) if only is None else (lambda *n: any(x in only for x in n))
-    W = NAMES["wandb"]
-    key, val_key, grad_key = W["loss"], W["val_loss"], W["grad_norm"]
-
-    def twin_run(name, style, over, description, **kw):
-        f, c = runs.train(name, style, "wandb", over, **kw)
-        runs.add_unlabelled(name, style, f, c, cause="twin", description=description)
+    book = TwinChecks(runs, only, default_twin="metric_twin_adam")
+    want, twin_run, fault = book.wanted, book.twin, book.fault
+    W = NAMES[book.naming]
+    key, val_key = book.key, book.val_key
+    osc, slow, boom = book.oscillation, book.slowness, book.explosion
 
     twin_run("metric_twin_adam", "wandb", {},
              "A 64-128-128-32 ReLU MLP embedding trained with a triplet margin loss (margin 1.0, random in-batch "
@@ -379,19 +377,6 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
              "steps: the sane twin (and the family's baseline).")
     twin_run("metric_twin_sgd", "mlflow", SGD,
              f"The same triplet embedding with SGD momentum 0.9 lr {SGD['lr']:g}, batch 32: the SGD faults' twin.")
-
-    def fault(name, cause, intended, over, check, description, style="wandb", twin_name="metric_twin_adam", **kw):
-        # W&B metric names whatever the file format, as the twins log them: the truth compares like with like.
-        if not want(name):
-            return
-        f, c = runs.train(name, style, "wandb", over, **kw)
-        ok, measures = check(runs.taps[name], runs.taps[twin_name], name, twin_name)
-        runs.add_checked(name, style, f, c, intended=intended, ok=ok, measures=measures, cause=cause, twin=twin_name,
-                         loss_key=key, description=description)
-
-    osc = lambda tap, twin, *_: truth.confirm_oscillation(tap, twin, key)
-    slow = lambda tap, twin, *_: truth.confirm_slow(tap, twin, key)
-    boom = lambda tap, twin, *_: truth.confirm_explosion(tap, twin, grad_key, key)
 
     # Changed once after its truth check: at lr 0.1 (100x) it ended 3.0x the twin's level but fell 38 % with a smaller
     # swing (0.61x); lr 1.0 (1000x) is the one change.

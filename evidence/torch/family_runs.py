@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import truth
 from ._pipeline import loader_batches
-from .common import minibatches
+from .common import NAMES, minibatches
 
 
 def manifest_entry(family: str, name: str, model: str, dataset: str, style: str, file: str, *, faults: list[str],
@@ -83,3 +83,43 @@ def batches_for(x, y, cfg: dict, default_delay_s: float):
         return minibatches(x, y, cfg["batch_size"], cfg["seed"], cfg["shuffle"])
     return loader_batches(x, y, cfg["batch_size"], cfg["seed"], cfg["loader"], num_workers=cfg["num_workers"],
                           delay_s=cfg.get("io_delay_s", default_delay_s), shuffle=cfg["shuffle"])
+
+
+class TwinChecks:
+    """What a family's ``build`` does around its training: its twins, and each fault run trained and labelled by
+    its check against a twin (``check(fault_tap, twin_tap, name, twin_name) -> (ok, measures)``).
+
+    Metric names are W&B's whatever the file format a run is written in: the twins log them so, and the truth
+    compares like with like. ``only`` (``generate --only``) skips the faults not named."""
+
+    def __init__(self, runs: FamilyRuns, only: set[str] | None, default_twin: str, naming: str = "wandb"):
+        self.runs, self.only, self.default_twin, self.naming = runs, only, default_twin, naming
+        names = NAMES[naming]
+        self.key, self.val_key, self.grad_key = names["loss"], names["val_loss"], names["grad_norm"]
+
+    def wanted(self, *names: str) -> bool:
+        return self.only is None or any(n in self.only for n in names)
+
+    def twin(self, name: str, style: str, over: dict, description: str, **kw) -> None:
+        file, cfg = self.runs.train(name, style, self.naming, over, **kw)
+        self.runs.add_unlabelled(name, style, file, cfg, cause="twin", description=description)
+
+    def fault(self, name: str, cause: str, intended: list[str], over: dict, check, description: str,
+              style: str = "wandb", twin_name: str | None = None, **kw) -> None:
+        if not self.wanted(name):
+            return
+        twin_name = twin_name or self.default_twin
+        file, cfg = self.runs.train(name, style, self.naming, over, **kw)
+        ok, measures = check(self.runs.taps[name], self.runs.taps[twin_name], name, twin_name)
+        self.runs.add_checked(name, style, file, cfg, intended=intended, ok=ok, measures=measures, cause=cause,
+                              twin=twin_name, loss_key=self.key, description=description)
+
+    # The three twin checks most faults use, on the family's loss and gradient norm.
+    def oscillation(self, tap, twin, *_):
+        return truth.confirm_oscillation(tap, twin, self.key)
+
+    def slowness(self, tap, twin, *_):
+        return truth.confirm_slow(tap, twin, self.key)
+
+    def explosion(self, tap, twin, *_):
+        return truth.confirm_explosion(tap, twin, self.grad_key, self.key)
