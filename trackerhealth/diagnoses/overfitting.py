@@ -166,23 +166,26 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         # fits its training set perfectly: the val/train gap is unbounded, not undefined. Only a loss that
         # goes below zero (gradient ascent) leaves the ratio undefined.
         ratio = np.where(train_at == 0, np.inf, ratio)
-    train_best = _train_level_near(train_at, best)
-    train_end = float(np.nanmedian(train_at[-min(thresholds.end_points, len(train_at)):]))
-    level_points = thresholds.level_points
-    levels_from_points = len(train) >= 2 * level_points
+    # With enough train points, the levels are medians of the raw points logged there (a noisy, sparse train loss is
+    # not stood for by one or two of them: public log P382); else the train level at each evaluation stands for it.
+    levels_from_points = len(train) >= 2 * thresholds.level_points
     if levels_from_points:
         train_best = _raw_level(train, val.steps[max(0, best - 1)], val.steps[min(len(val) - 1, best + 1)],
-                                float(val.steps[best]), level_points)
+                                float(val.steps[best]), thresholds.level_points)
         train_end = _raw_level(train, val.steps[-min(thresholds.end_points, len(val))], np.inf,
-                               float(train.steps[-1]), level_points)
+                               float(train.steps[-1]), thresholds.level_points)
+    else:
+        train_best = _train_level_near(train_at, best)
+        train_end = float(np.nanmedian(train_at[-min(thresholds.end_points, len(train_at)):]))
     train_drop = (train_best - train_end) / train_best if train_best > 0 else 0.0
-    end_ratios = ratio[-min(thresholds.end_points, len(ratio)):]
-    # NaN when the train loss is not positive there (gradient ascent in machine unlearning drives it below
-    # zero, public log P18): the ratio is undefined, which the verdict below says rather than `ok`.
-    ratio_end = float(np.nanmedian(end_ratios)) if (~np.isnan(end_ratios)).any() else float("nan")
-    ratio_best = float(ratio[best]) if np.isfinite(ratio[best]) else float("nan")
     if levels_from_points and train_best > 0 and train_end > 0:
         ratio_best, ratio_end = float(val.values[best]) / train_best, end_val / train_end
+    else:
+        end_ratios = ratio[-min(thresholds.end_points, len(ratio)):]
+        # NaN when the train loss is not positive there (gradient ascent in machine unlearning drives it below
+        # zero, public log P18): the ratio is undefined, which the verdict below says rather than `ok`.
+        ratio_end = float(np.nanmedian(end_ratios)) if (~np.isnan(end_ratios)).any() else float("nan")
+        ratio_best = float(ratio[best]) if np.isfinite(ratio[best]) else float("nan")
     gap_growing = ratio_end >= thresholds.min_ratio and not (ratio_end <= ratio_best)
 
     long_enough = points_after >= thresholds.min_rise_points and steps_after >= need_steps

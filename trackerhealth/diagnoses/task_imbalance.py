@@ -134,9 +134,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     top = int(np.argmax(shares))
     # A term that fell by orders of magnitude over the run was trained: flat at the end, it has converged (an
     # auxiliary head that solved its task in the first steps; a distilled student that matched its teacher).
-    converged = [overall[i] >= thresholds.converged_fall for i in range(len(levels))]
-    flat = [i for i in range(len(levels))
-            if i != top and changes[i] < thresholds.flat_change and not grown_penalties[i] and not converged[i]]
+    flat = [i for i in range(len(levels)) if i != top and changes[i] < thresholds.flat_change and not grown_penalties[i]
+            and overall[i] < thresholds.converged_fall]
     lagging = [i for i in _swamped(levels, falls, top, thresholds) if i not in flat and not grown_penalties[i]]
     # A task that never moved beside a term that began orders of magnitude above it: swamped from the
     # first step, even though the big term has fallen since (a rise is not "never moved": something trains it).
