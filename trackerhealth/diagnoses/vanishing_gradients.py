@@ -57,7 +57,9 @@ class Thresholds:
     collapse_head_parts: int = knob(10, "the first 1/this of a layer's norms is its starting level for the collapse check")
     blowup_factor: float = knob(10.0, "every layer tiny is no vanishing when the training loss first rose this many times its start (a blow-up killed the units)")
     solved_loss: float = knob(1e-6, "nor when the training loss ended below this share of its start (nothing left to learn)")
-    loss_end_points: int = knob(3, "training-loss points at each end whose median is its start and end level for those two checks")
+    head_share: float = knob(0.02, "share of the run at the start whose median is the training loss' starting level (at least 3 points)")
+    tail_share: float = knob(0.2, "share of the run at the end whose median is the training loss' end level")
+    early_rise: float = knob(1.5, "a starting median this many times the first point is an early blow-up: the first point is the start")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -123,17 +125,16 @@ def _stopped_for_another_reason(history: RoleView, thresholds: Thresholds) -> st
     if loss is None:
         return None
     v = loss.finite().values
-    n = thresholds.loss_end_points
-    if len(v) < n:
+    if not len(v):
         return None
-    start = min(float(v[0]), float(np.median(v[:n])))  # the first point too: a blow-up within n logs lifts their median
+    # Where the loss started and ended, as the loss diagnoses measure it (a blow-up within the first logs starts at the first).
+    start, end = c.start_and_end(v, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
     if start <= 0:
         return None
     peak = float(np.max(v))
     if peak >= thresholds.blowup_factor * start:
         return (f"the training loss first rose to {c.fmt(peak / start)}x its start: the units stopped in that blow-up, "
                 "which loss-oscillation or nonfinite reports")
-    end = float(np.median(v[-n:]))
     if end <= thresholds.solved_loss * start:
         return f"the training loss went {c.fmt(start)} → {c.fmt(end)}: nothing is left to learn, so nothing flows back"
     return None
