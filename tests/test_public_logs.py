@@ -176,8 +176,9 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # blind) scored once with 9c5400a's code: 0.78, 0 of 5 (P473's plateau and P474's crawl missed). All 473 at
     # 0.6162, 5 of 246. Then task-imbalance stopped counting a term that fell 90 % or more as flat (after two torch
     # families' healthy twins): P126's task-imbalance false alarm gone, its loss-oscillation (which that finding had
-    # explained) now shows: 0.6212, 5 of 246: recorded as measured.
+    # explained) now shows: 0.6212, 5 of 246. Then an accuracy at one and the same value at every evaluation never
+    # scored, as one at 0 does (P429, val accuracy 0.72414 for 31 epochs): 0.6223, 5 of 246: recorded as measured.
     assert not missing and len(cases) >= 473
-    assert macro_f1(cases) >= 0.621
+    assert macro_f1(cases) >= 0.622
     wrong, healthy = healthy_flagged(cases)
     assert healthy >= 246 and wrong <= 5

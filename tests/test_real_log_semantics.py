@@ -141,6 +141,21 @@ def test_the_same_plateau_beside_a_metric_that_scored_or_a_per_class_zero_is_not
     assert "metric_at_zero" not in [e.code for e in one_class.finding("loss-oscillation").evidence]
 
 
+def test_a_plateau_beside_an_accuracy_that_never_changes_is_loss_oscillation_not_slow():
+    # Public log P429: val_acc is exactly 0.72414 at all 31 epochs (a 72/28 split: the majority class, every
+    # time) while the loss sits on a plateau; a model whose predictions change at all moves its accuracy.
+    report = _detector_that_never_scores(lambda e: np.full(len(e), 0.72414), key="val_acc")
+    finding = report.finding("loss-oscillation")
+    assert finding.level == "warning" and [e.code for e in finding.evidence] == ["metric_constant", "second_half_fall"], finding.message
+    assert "val_acc is 0.724 at every one of its 100 evaluations" in finding.message, finding.message
+    assert report.finding("slow-convergence").level == "ok" and "never learned" in report.finding("slow-convergence").message
+    # Not when it moved once (its answers changed), nor at a perfect score from the first evaluation (solved).
+    once = _detector_that_never_scores(lambda e: np.where(e == e[-1], 0.75, 0.72414), key="val_acc")
+    perfect = _detector_that_never_scores(lambda e: np.ones(len(e)), key="val_acc")
+    for report in (once, perfect):
+        assert "metric_constant" not in [e.code for e in report.finding("loss-oscillation").evidence]
+
+
 def test_a_loss_that_falls_then_freezes_at_a_constant_prediction_is_loss_oscillation():
     # Public log P09-v5 (an LSTM regressing 0/1 targets): the MSE falls 0.63 -> 0.25 with batch noise,
     # then sits at 0.2500-0.2505 for the rest of the run -- predicting 0.5 for every sample, whatever the batch.

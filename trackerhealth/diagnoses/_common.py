@@ -125,28 +125,44 @@ def start_level(values, head: float, early_rise: float) -> float:
 
 @dataclass(frozen=True)
 class MetricAtZero:
-    """A higher-is-better quality metric that sat at exactly 0: what the never-scored check found."""
+    """A higher-is-better quality metric that never scored: exactly 0 (``value`` 0.0), or one and the same
+    value at every evaluation (``constant``): what the never-scored check found."""
 
     key: str
-    zeros: int
+    zeros: int  # evaluations at ``value``
     points: int
     first_step: float
     last_step: float
+    value: float = 0.0
+    constant: bool = False
+
+
+# A metric that sits at its best possible value throughout is a task solved from the first evaluation,
+# not a model that never learned: accuracy 1.0 (or 100 when logged in percent).
+_PERFECT_SCORES = (1.0, 100.0)
 
 
 def metric_at_zero(view: RoleView, min_points: int, zero_share: float) -> MetricAtZero | None:
-    """The first quality metric (accuracy, F1, mAP, …: role ``quality_metrics``) that is exactly 0 at
-    ``zero_share`` or more of its ``min_points``-plus finite evaluations, the last one included, else None.
+    """The first quality metric (accuracy, F1, mAP, …: role ``quality_metrics``) that never scored, else None:
+    exactly 0 at ``zero_share`` or more of its ``min_points``-plus finite evaluations, the last one included,
+    or the very same value at every one of them (short of a perfect 1.0 or 100).
 
     A model that learned anything gets some answer right: an accuracy, F1 or mAP that is 0 at every
     evaluation says it never did, whatever its loss does (a detector at mAP 0 for 100 epochs, public
     log P214; a sequence model at token accuracy 0, P01). Exact zeros, not "low": what counts as low
-    depends on the task, 0 does not."""
+    depends on the task, 0 does not. The same holds for one exact value at every evaluation, the first
+    included: a model whose predictions change at all moves its accuracy by at least one example, so a
+    val accuracy of 0.72414 at all 31 epochs is a model that predicts the majority class and never
+    stopped (public log P429, a 72/28 split)."""
     for _, key, series in view.group("quality_metrics"):
         s = series.finite()
-        if len(s) < min_points or s.values[-1] != 0:
+        if len(s) < min_points:
             continue
-        zeros = int(np.count_nonzero(s.values == 0))
-        if zeros >= zero_share * len(s):
-            return MetricAtZero(key, zeros, len(s), float(s.steps[0]), float(s.steps[-1]))
+        first, last = float(s.values[0]), float(s.values[-1])
+        if last == 0:
+            zeros = int(np.count_nonzero(s.values == 0))
+            if zeros >= zero_share * len(s):
+                return MetricAtZero(key, zeros, len(s), float(s.steps[0]), float(s.steps[-1]))
+        elif bool((s.values == first).all()) and first not in _PERFECT_SCORES:
+            return MetricAtZero(key, len(s), len(s), float(s.steps[0]), float(s.steps[-1]), first, constant=True)
     return None

@@ -40,8 +40,9 @@ is stalled and swings by more than ``stuck_swing`` of its level, and it fell at 
 a batch of 2 or an LR far too high keeps a character LM bouncing near its unigram loss, where a run that
 converged early fell most of the way. A quality metric that never scored says the same where the loss cannot: an accuracy, F1 or mAP logged
 beside it (role ``quality_metrics``) that is exactly 0 at ``metric_zero_share`` of its ``metric_min_points``-plus
-evaluations, the last included, while the loss fell less than ``metric_max_half_fall`` over its second half
-(evidence ``metric_at_zero``, a warning): a loss that fell early and then sat on a plateau reads like one
+evaluations, the last included, or at one and the same value at every one of them (short of a perfect 1 or 100:
+evidence ``metric_constant``: a model whose predictions change moves its accuracy), while the loss fell less than
+``metric_max_half_fall`` over its second half (evidence ``metric_at_zero``, a warning): a loss that fell early and then sat on a plateau reads like one
 that converged, but a model that learned anything gets some answers right. A loss whose last ``relapse_parts``-th sits ``relapse`` × (two orders of magnitude) or more above
 the lowest median of any later part relapsed, at any scale (evidence ``relapse``, critical): it learned
 and then threw it away. A steady slow fall
@@ -265,16 +266,26 @@ def _judge_train_loss(history: RoleView, thresholds: Thresholds) -> Finding:
         return c.problem(_SELF, False, _never_learned(key, s, tail, fell), RECOMMENDATION, evidence)
     # A quality metric (accuracy, F1, mAP) at exactly 0 at every evaluation: the model never got one answer
     # right, whatever the loss did early on (a detector at mAP 0 for 100 epochs, public log P214; a reversal
-    # task at accuracy 0 on a plateau after its first tenth, P01-s65r1ine). A criterion the loss alone
-    # cannot give: a loss that fell and then plateaued reads the same as one that converged.
+    # task at accuracy 0 on a plateau after its first tenth, P01-s65r1ine); or at one and the same value at
+    # every evaluation: its answers never changed (P429, val accuracy 0.72414 for 31 epochs, the majority
+    # class). A criterion the loss alone cannot give: a loss that fell and then plateaued reads the same as
+    # one that converged.
     never_scored = c.metric_at_zero(history, thresholds.metric_min_points, thresholds.metric_zero_share)
     if never_scored is not None and half_fall < thresholds.metric_max_half_fall and not (rising or unstable or bouncing):
         m = never_scored
-        evidence = [Evidence(m.key, m.zeros / m.points, thresholds.metric_zero_share, m.first_step, m.last_step, "metric_at_zero",
-                             f"{m.zeros} of {m.points} evaluations exactly 0, the last included"),
+        if m.constant:
+            metric_evidence = Evidence(m.key, 1.0, 1.0, m.first_step, m.last_step, "metric_constant",
+                                       f"{c.fmt(m.value)} at all {m.points} evaluations, the first and the last included")
+            what = (f"{m.key} is {c.fmt(m.value)} at every one of its {m.points} evaluations: its predictions never changed "
+                    "(a constant answer such as the majority class)")
+        else:
+            metric_evidence = Evidence(m.key, m.zeros / m.points, thresholds.metric_zero_share, m.first_step, m.last_step,
+                                       "metric_at_zero", f"{m.zeros} of {m.points} evaluations exactly 0, the last included")
+            what = f"{m.key} is 0 at {m.zeros} of its {m.points} evaluations, the last included"
+        evidence = [metric_evidence,
                     Evidence(key, half_fall, thresholds.metric_max_half_fall, float(s[half]), float(s[-1]), "second_half_fall",
                              "fall of the loss over the second half of the run, relative to where that half began")]
-        message = (f"{key} never learned: {m.key} is 0 at {m.zeros} of its {m.points} evaluations, the last included, "
+        message = (f"{key} never learned: {what}, "
                    f"and {key} fell only {c.fmt(100 * half_fall)}% over the second half of the run (to {c.fmt(tail)}). "
                    "A model that learned anything gets some answers right.")
         return c.problem(_SELF, False, message, NEVER_SCORED_RECOMMENDATION, evidence)

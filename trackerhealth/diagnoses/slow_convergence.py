@@ -15,7 +15,7 @@ the improvement and a projection: how many more runs of this length it would tak
 loss at the current rate (critical beyond ``critical_runs_to_halve``; beyond ``stalled_runs_to_halve`` the
 loss is not converging at all — a classifier pinned at ln K creeps towards it — and ``loss-oscillation``'s
 never-learned rule names it, so this is ``ok``; so is a loss beside a quality metric that is exactly 0 at every
-evaluation and that fell less than ``metric_max_half_fall`` over its second half: loss-oscillation's never-scored case). A second shape is slow too
+evaluation (or one and the same value at every one) and that fell less than ``metric_max_half_fall`` over its second half: loss-oscillation's never-scored case). A second shape is slow too
 (evidence ``back_loaded_fall``, a warning): a fall whose first half took at least ``back_loaded``
 of the run (a steady crawl that never bends, or a long plateau before a late drop, as a too-small
 init gives), still falling over the second half, calm (swings below ``max_swing`` of the level) and
@@ -294,7 +294,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         h_head, h_tail = stats.head_tail(values, thresholds.head_share, thresholds.tail_share)
         half_fall = (h_head - h_tail) / h_head if h_head > 0 else 0.0
         if half_fall < thresholds.metric_max_half_fall:
-            return c.ok(_SELF, f"{never_scored.key} is 0 at {never_scored.zeros} of its {never_scored.points} evaluations and {key} "
+            at = c.fmt(never_scored.value) if never_scored.constant else "0"
+            return c.ok(_SELF, f"{never_scored.key} is {at} at {never_scored.zeros} of its {never_scored.points} evaluations and {key} "
                                f"fell only {c.fmt(100 * half_fall)}% over its second half: not a slow descent, the model never "
                                "learned (loss-oscillation judges it)")
     # With its group's baseline at hand, the group says what "slow" means for this model on this data.
