@@ -154,6 +154,11 @@ def test_a_plateau_beside_an_accuracy_that_never_changes_is_loss_oscillation_not
     perfect = _detector_that_never_scores(lambda e: np.ones(len(e)), key="val_acc")
     for report in (once, perfect):
         assert "metric_constant" not in [e.code for e in report.finding("loss-oscillation").evidence]
+    # Nor in a run still training: its first epochs at the majority class may end when it starts to learn.
+    loss = 13.6 - 0.9 * T / N + _noise(12, 0.25)
+    live = RunRef("files", "p", "live", state="running")
+    running = analyze(RunHistory.from_series(live, {"train/loss": (T, loss), "val_acc": (T[::10], np.full(len(T[::10]), 0.72414))}))
+    assert "metric_constant" not in [e.code for e in running.finding("loss-oscillation").evidence]
 
 
 def test_a_loss_that_falls_then_freezes_at_a_constant_prediction_is_loss_oscillation():

@@ -41,7 +41,7 @@ a batch of 2 or an LR far too high keeps a character LM bouncing near its unigra
 converged early fell most of the way. A quality metric that never scored says the same where the loss cannot: an accuracy, F1 or mAP logged
 beside it (role ``quality_metrics``) that is exactly 0 at ``metric_zero_share`` of its ``metric_min_points``-plus
 evaluations, the last included, or at one and the same value at every one of them (short of a perfect 1 or 100:
-evidence ``metric_constant``: a model whose predictions change moves its accuracy), while the loss fell less than
+evidence ``metric_constant``, in a finished run: a model whose predictions change moves its accuracy), while the loss fell less than
 ``metric_max_half_fall`` over its second half (evidence ``metric_at_zero``, a warning): a loss that fell early and then sat on a plateau reads like one
 that converged, but a model that learned anything gets some answers right. A loss whose last ``relapse_parts``-th sits ``relapse`` × (two orders of magnitude) or more above
 the lowest median of any later part relapsed, at any scale (evidence ``relapse``, critical): it learned
@@ -271,6 +271,10 @@ def _judge_train_loss(history: RoleView, thresholds: Thresholds) -> Finding:
     # class). A criterion the loss alone cannot give: a loss that fell and then plateaued reads the same as
     # one that converged.
     never_scored = c.metric_at_zero(history, thresholds.metric_min_points, thresholds.metric_zero_share)
+    if never_scored is not None and never_scored.constant and _still_training(history):
+        # A run in progress may still break out: an imbalanced classifier often predicts the majority class
+        # for its first epochs before it learns. Only a finished run has never changed its answers.
+        never_scored = None
     if never_scored is not None and half_fall < thresholds.metric_max_half_fall and not (rising or unstable or bouncing):
         m = never_scored
         if m.constant:
