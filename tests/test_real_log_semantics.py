@@ -201,6 +201,23 @@ def test_a_constant_rate_crawl_still_falling_is_slow_and_a_loss_that_bends_early
     assert _report(loss=_healthy_loss()).finding("slow-convergence").level == "ok"
 
 
+def test_a_finished_twenty_epoch_crawl_is_slow_and_a_live_one_is_too_early_to_call():
+    # Public log P483 (a Keras CSVLogger file, one row per epoch): 1.39 -> 1.18 over 20 epochs in a line that
+    # never bends. Epoch means are not batch noise: a finished run of 10-29 of them is judged.
+    epochs = np.arange(20, dtype=float)
+    crawl = np.array([1.3924, 1.2827, 1.2651, 1.2541, 1.2467, 1.2404, 1.2348, 1.2295, 1.2245, 1.2199, 1.2159, 1.2114,
+                      1.2074, 1.2036, 1.1978, 1.1955, 1.1922, 1.1883, 1.1852, 1.1804])  # P483's loss, epoch by epoch
+    done = analyze(RunHistory.from_series(REF, {"loss": (epochs, crawl)})).finding("slow-convergence")
+    assert done.level in ("warning", "critical"), done.message
+    # The same epochs of a run still training: too early to call it slow.
+    live = RunRef("files", "p", "live", state="running")
+    early = analyze(RunHistory.from_series(live, {"loss": (epochs, crawl)})).finding("slow-convergence")
+    assert early.level == "skipped" and "need 30" in early.message, early.message
+    # A finished 20-epoch run that bends early is not slow.
+    bends = 1.2 * np.exp(-epochs / 3) + 0.2 + 0.002 * np.random.default_rng(4).standard_normal(20)
+    assert analyze(RunHistory.from_series(REF, {"loss": (epochs, bends)})).finding("slow-convergence").level == "ok"
+
+
 def test_a_plateau_before_a_late_drop_is_slow():
     late = 2.3 - 1.2 / (1 + np.exp(-(T - 750) / 60)) + _noise(7, 0.01)  # init far too small: chance level, then a late fall
     finding = _report(loss=late).finding("slow-convergence")

@@ -70,6 +70,15 @@ def after_warmup(view: RoleView, s: Series) -> Series:
     return s.between(end, s.steps[-1])
 
 
+# Tracker states of a run that has not ended (W&B "running", MLflow "RUNNING", queued or preempting ones).
+LIVE_STATES = frozenset({"running", "pending", "scheduled", "preempting"})
+
+
+def still_training(view: RoleView) -> bool:
+    """Whether the run is still in progress: its loss has not ended anywhere yet."""
+    return (view.ref.state or "").lower() in LIVE_STATES
+
+
 def judged_loss(view: RoleView, min_points: int) -> tuple[Series | None, str]:
     """The train loss a trend diagnosis should judge, or None with the reason it cannot."""
     loss = view.series("train_loss")

@@ -256,7 +256,7 @@ def _judge_train_loss(history: RoleView, thresholds: Thresholds) -> Finding:
     # a run still training has not ended: the monitor's unnormalised-features run is a noisy flat loss for its
     # first 160 logs before it starts its slow fall.
     second_half_flat = half_fall < thresholds.no_learning_tail or (
-        not _still_training(history) and fell < thresholds.no_learning and not _moves_steadily(s[half:], v[half:], thresholds))
+        not c.still_training(history) and fell < thresholds.no_learning and not _moves_steadily(s[half:], v[half:], thresholds))
     flat = (fell < thresholds.no_learning and second_half_flat
             and not _val_fell(history, thresholds, head) and not _learned_in_warmup(history, thresholds))
     if flat and not (rising or unstable or bouncing):
@@ -271,7 +271,7 @@ def _judge_train_loss(history: RoleView, thresholds: Thresholds) -> Finding:
     # class). A criterion the loss alone cannot give: a loss that fell and then plateaued reads the same as
     # one that converged.
     never_scored = c.metric_at_zero(history, thresholds.metric_min_points, thresholds.metric_zero_share)
-    if never_scored is not None and never_scored.constant and _still_training(history):
+    if never_scored is not None and never_scored.constant and c.still_training(history):
         # A run in progress may still break out: an imbalanced classifier often predicts the majority class
         # for its first epochs before it learns. Only a finished run has never changed its answers.
         never_scored = None
@@ -498,11 +498,6 @@ def _never_learned(key: str, s: np.ndarray, tail: float, improvement: float) -> 
 
 
 # Tracker states of a run still training: its first few epochs are not a short run.
-LIVE_STATES = frozenset({"running", "pending", "scheduled", "preempting"})
-
-
-def _still_training(history: RoleView) -> bool:
-    return (history.ref.state or "").lower() in LIVE_STATES
 
 
 def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
@@ -511,7 +506,7 @@ def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
     where it started, or never got below it, is judged as the full rules judge it; any other is
     ``ok`` with what was not judged said."""
     key, v, s = history.key("train_loss"), loss.values, loss.steps
-    if _still_training(history):
+    if c.still_training(history):
         return c.skipped(_SELF, f"only {len(v)} finite train-loss points of a run still in progress: too early to judge "
                                 f"(a finished run is judged from {thresholds.short_min_points}, a live one from {thresholds.min_points})")
     head, tail = c.start_and_end(v, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)

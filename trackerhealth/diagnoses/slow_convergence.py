@@ -31,6 +31,10 @@ steadily. A healthy loss covers most of its fall early. Neither shape is slow wh
 ``settled_val_change`` of its level either way, with a trend t above −``settled_val_t``): the model stopped
 improving on held-out data, and a train loss creeping down beside it is fitting the training set.
 
+A finished run is judged from ``short_min_points`` finite train-loss points after warm-up (a 20-epoch Keras
+or Lightning per-epoch log: each point an epoch's mean, so a line through them is not batch noise); a run
+still training waits for ``min_points``, its first epochs being too early to call slow.
+
 **Against its group.** A run analysed with its group (``--group-by``, a W&B group, an MLflow parent
 run) is first measured against the group's baseline: the steps it took to reach the baseline's loss
 at ``baseline_share`` of the baseline's fall. At least ``slower_than_baseline`` times the baseline's
@@ -94,7 +98,8 @@ class Thresholds:
     metric_zero_share: float = knob(0.9, "loss-oscillation's never-scored case: share of those evaluations exactly 0 (the last included)")
     metric_max_half_fall: float = knob(0.05, "loss-oscillation's never-scored case: the loss fell less than this share over its second half")
     stalled_runs_to_halve: float = knob(200.0, "beyond this many runs to halve, the loss is not converging at all, slowly or otherwise: loss-oscillation's never-learned case")
-    min_points: int = knob(30, "finite train-loss points after warm-up needed to judge")
+    min_points: int = knob(30, "finite train-loss points after warm-up needed to judge a run still training")
+    short_min_points: int = knob(10, "a finished run is judged from this many (a 10-29 epoch per-epoch log)")
     head_share: float = knob(0.02, "share of the run at the start whose median is the starting level (at least 3 points)")
     tail_share: float = knob(0.2, "share of the run at the end whose median is the end level")
     rose: float = knob(0.1, "a loss whose end level is this share above its start rose (loss-oscillation's rise): not slow")
@@ -274,7 +279,10 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
-    loss, reason = c.judged_loss(history, thresholds.min_points)
+    # A finished 10-29 epoch log (Keras CSVLogger's one row per epoch: public log P483, a 20-epoch crawl 1.39 ->
+    # 1.18 that never bends) is judged like a longer one; a live run's first epochs are too early to call.
+    needed = thresholds.min_points if c.still_training(history) else thresholds.short_min_points
+    loss, reason = c.judged_loss(history, needed)
     if loss is None:
         return c.skipped(_SELF, reason)
     key = history.key("train_loss")
