@@ -75,14 +75,17 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # task-imbalance P 0.80 -> 1.00. Then every layer's gradient at 0 is no vanishing when the training loss first blew up
 # 10x or more or ended at 0 (written after metric's two faulty runs and unet's and distill's LR-too-high runs, so not
 # held out for them): vanishing-gradients P 0.81 -> 1.00, loss-oscillation R 0.81 -> 0.84 (what that finding had
-# explained now shows).
+# explained now shows). The twentieth family, gnn (GraphSAGE node classification on a k-NN graph of the digits, built
+# blind by a helper and scored once, held out, with 952b740's code: 0.83, 0 of 12), took loss-oscillation's precision to
+# 0.91 (its raw-features SGD crawl called oscillating, not slow) and periodic-spikes' recall to 0.88 (its bad-shard run
+# missed). Recorded as measured.
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
-    "periodic-spikes": (1.0, 0.93),
+    "periodic-spikes": (1.0, 0.875),
     "nonfinite": (1.0, 0.95),
     "overfitting": (0.91, 0.68),
     "vanishing-gradients": (1.0, 0.94),
-    "loss-oscillation": (0.92, 0.84),
+    "loss-oscillation": (0.909, 0.85),
     "slow-convergence": (0.82, 0.74),
     "task-imbalance": (1.0, 1.0),
 }
@@ -150,8 +153,9 @@ def test_pooled_held_out_floors_as_measured(folds):
     # eighteen: 0.908 (0.9082), 5 of 222. The nineteenth, metric (above), scored once: 0.63, 1 of 21. Pooled over
     # nineteen: 0.894 (0.8943), 6 of 243. Then a term that converged is not a task left behind (task-imbalance,
     # after the distill and metric twins): 0.908 (0.9082), 4 of 243. Then every layer still after a blow-up or at a
-    # zero loss is not vanishing (after the metric, unet and distill runs above): 0.923 (0.9227), 4 of 243.
-    assert folds["pooled_macro_f1"] >= 0.922
+    # zero loss is not vanishing (after the metric, unet and distill runs above): 0.923 (0.9227), 4 of 243. The
+    # twentieth, gnn (above), scored once: 0.83, 0 of 12; pooled over twenty: 0.921 (0.9205), 4 of 255.
+    assert folds["pooled_macro_f1"] >= 0.920
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -163,11 +167,11 @@ def test_pooled_held_out_floors_as_measured(folds):
     # 155: the vae batch-4 run and simclr's rare-val run and ReLU twin (the conv fold now chooses thresholds
     # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three); over fifteen, 3 of 177; over
     # sixteen, 3 of 187; over seventeen, 3 of 205; over eighteen, 5 of 222 (2.3 %: distill's two above).
-    assert healthy >= 243 and wrong <= 4  # over nineteen, 6 of 243, then 4 (1.6 %): both aux twins cleared
+    assert healthy >= 255 and wrong <= 4  # over nineteen, 6 of 243, then 4 (1.6 %): both aux twins cleared; over twenty 4 of 255
 
 
-def test_nineteen_architecture_families_and_each_seed_cause_in_two_of_them(folds):
-    assert len(folds["families"]) >= 19
+def test_twenty_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 20
     coverage = folds["cause_coverage"]
     # One oversized batch is confirmed in resnet and seqcls (the cnn family's 24x24 batch rose only
     # 1.1-3.8x its twin's loss, short of the truth's 3x on three epochs: kept, not scored); gradient
@@ -230,7 +234,7 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     slow = grouped["grouped_held_out"]["slow-convergence"]
     assert slow["precision"] >= 0.75 and slow["recall"] >= 0.9, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 7 and total >= 243  # 9, then 7 with the aux twins cleared
+    assert bad <= 7 and total >= 255  # 9, then 7 with the aux twins cleared; over twenty (gnn, blind) P 0.77, R 0.92, 7 of 255
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -245,12 +249,12 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
                                                                "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 7 and total >= 243  # 2 of 205 (5 alone) over seventeen; 4 of 222 (7 alone) over eighteen; 9 of 243 (8 alone) over nineteen, then 7 (6)
+    assert bad <= 7 and total >= 255  # 2 of 205 (5 alone) over seventeen; 4 of 222 (7 alone) over eighteen; 9 of 243 (8 alone) over nineteen, then 7 (6); 7 of 255 (6) over twenty
     # Macro-F1 was lower grouped (0.81) than alone (0.89): baseline-regression's three false alarms, healthy
     # batch-4 runs that ended 12-43x their batch-32 baseline's final val loss, made its row an F1 of 0. Compared
     # after as much data as they saw (3-17 % of the baseline's), they end 0.3-1.7x it: none is flagged, and
     # grouped is 0.916 (held-out thresholds: 0.937); over eighteen families 0.908 (0.922); over nineteen 0.892 (0.903),
-    # then 0.903 (0.917), then 0.918 (0.932).
+    # then 0.903 (0.917), then 0.918 (0.932); over twenty 0.918 (0.931).
     assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.917
 
 
