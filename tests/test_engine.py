@@ -141,7 +141,7 @@ def test_a_loss_too_short_to_judge_is_unknown_never_ok(tmp_path):
     report = engine.analyze(history)
     assert report.loss_key == "train_loss_epoch" and not report.problems
     assert report.status == UNKNOWN
-    assert "train_loss_epoch was read but could not be judged" in report.status_reason
+    assert "'train_loss_epoch' was read but could not be judged" in report.status_reason
     assert "9 finite train-loss points after warm-up; need 10 (30 to judge its swings)" in report.status_reason
     tags = wandb_writer.health_tags(report)
     assert tags[0] == "health:unknown" and "health:ok" not in tags

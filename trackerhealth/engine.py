@@ -107,7 +107,7 @@ def _unjudged(loss_key: str | None, findings: list[Finding]) -> str:
     trend = [f for diag_id in TREND_DIAGNOSES for f in findings if f.id == diag_id]
     if loss_key is None or not trend or any(f.level != SKIPPED for f in trend):
         return ""
-    return f"the training loss {loss_key} was read but could not be judged: {trend[0].message}"
+    return f"the training loss '{loss_key}' was read but could not be judged: {trend[0].message}"
 
 
 def _describe(exc: BaseException) -> str:
