@@ -268,6 +268,28 @@ def test_every_layer_still_after_a_blow_up_or_at_a_zero_loss_is_not_vanishing():
     assert run(np.full(300, 1.0) + 0.01 * np.resize([1.0, -1.0], 300)).finding("vanishing-gradients").is_problem
 
 
+def test_a_gradient_that_shrinks_at_every_layer_of_a_sigmoid_stack_is_vanishing():
+    # Public logs P494 and P495 (a 4-layer sigmoid MLP on MNIST logging five layers' gradient norms to W&B): the
+    # norm falls at every layer on its way back, 1.37e-2 at the last to 1.3e-4 at the first, while the loss sits
+    # at ln 10. No layer is below 1e-7 and the ends are 105x apart, not 10,000x: the older rules passed it.
+    steps = np.arange(1, 11, dtype=float)
+    loss = np.full(10, 2.301) + 0.001 * np.resize([1.0, -1.0], 10)
+
+    def run(medians):
+        layers = {f"grad_norm_layer_{i}": (steps, np.full(10, m) * (1 + 0.01 * np.resize([1.0, -1.0], 10)))
+                  for i, m in enumerate(medians)}
+        return analyze(RunHistory.from_series(RunRef("files", "p", "r"), {"train_loss": (steps, loss), **layers}))
+
+    finding = run([1.3e-4, 2.4e-4, 9.8e-4, 4.6e-3, 1.37e-2]).finding("vanishing-gradients")
+    assert finding.level == "warning" and [e.code for e in finding.evidence] == ["depthwise_decay"], finding.message
+    assert "falls at every layer" in finding.message
+    # Not when one layer breaks the fall (the norms follow the layers' sizes), nor over four layers, nor when the
+    # ends are within 100x.
+    for medians in ([1.3e-4, 2.4e-4, 9.8e-5, 4.6e-3, 1.37e-2], [1.3e-4, 9.8e-4, 4.6e-3, 1.37e-2],
+                    [2.0e-4, 2.4e-4, 9.8e-4, 4.6e-3, 1.37e-2]):
+        assert not run(medians).finding("vanishing-gradients").is_problem, medians
+
+
 def test_spikes_once_per_epoch_are_found_when_an_epoch_is_not_a_whole_number_of_steps():
     # Public log P443: 10.24 optimizer steps per epoch, a spike at the first step of each of 40 epochs.
     # Its epoch boundaries fall 10, 10, 10, 11 steps apart; read as 10 steps per epoch, the once-per-epoch

@@ -6,7 +6,9 @@ compared with the last ``early_share`` (a layer whose gradient drops to exactly 
 non-zero, the dead units a blow-up leaves, or below ``collapse`` of its first tenth's level for good,
 the saturated units an LR far too high leaves, is judged on the stretch before): critical when the early layers' norm is below ``tiny``
 (1e-7, from the seed) while the late layers are at least ``min_late`` — normal; a warning when the
-early layers are more than ``ratio``× smaller than the late ones, or when every layer is below
+early layers are more than ``ratio``× smaller than the late ones, or when, through ``decay_min_layers`` or more layers, every
+layer's norm is below the next one's and the first is below ``decay_ratio`` of the last (the gradient shrinks at each layer
+on its way back: a plain sigmoid stack; evidence ``depthwise_decay``), or when every layer is below
 ``tiny`` (the whole network has stopped learning) — unless the training loss first rose ``blowup_factor``× its
 start (a blow-up killed or saturated the units: loss-oscillation or nonfinite reports it) or ended below
 ``solved_loss`` of its start (a loss at 0 sends no gradient back: nothing is left to learn).
@@ -60,6 +62,8 @@ class Thresholds:
     head_share: float = knob(0.02, "share of the run at the start whose median is the training loss' starting level (at least 3 points)")
     tail_share: float = knob(0.2, "share of the run at the end whose median is the training loss' end level")
     early_rise: float = knob(1.5, "a starting median this many times the first point is an early blow-up: the first point is the start")
+    decay_min_layers: int = knob(5, "layers needed before a steady fall of the gradient from layer to layer towards the input is judged")
+    decay_ratio: float = knob(1e-2, "a warning when that fall is steady through every layer and the first layer's norm is below this share of the last's")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
@@ -113,7 +117,28 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                    f"({c.fmt(late_level)}): early layers barely learn.")
         return c.problem(_SELF, False, message, RECOMMENDATION,
                          [ev("early_late_ratio", rel, thresholds.ratio, "early/late median gradient-norm ratio")])
+    if _decays_layer_by_layer(med, thresholds):
+        # Each layer passes back a fraction of what it receives, all the way down: a sigmoid's derivative is at
+        # most 0.25, so a plain sigmoid MLP's gradient shrinks by a constant factor per layer (public logs P494,
+        # P495: a 4-layer sigmoid MLP, 1.37e-2 at the last layer, 4.6e-3, 9.8e-4, 2.4e-4, 1.3e-4 at the first,
+        # its loss pinned at ln 10). Healthy networks' norms go up and down with the layers' sizes; with three or
+        # four layers logged a steady rise is common (a small first layer), so five or more are needed.
+        first, last = float(med[0]), float(med[-1])
+        message = (f"the gradient norm falls at every layer on its way back to the input, through all {len(layers)} layers: "
+                   f"{c.fmt(last)} at {layers[-1][0]}, {c.fmt(first)} at {layers[0][0]} ({c.fmt(last / first)}x smaller): "
+                   "the first layers barely learn.")
+        return c.problem(_SELF, False, message, RECOMMENDATION,
+                         [ev("depthwise_decay", first / last, thresholds.decay_ratio,
+                             f"first over last layer's median gradient norm; every layer's median below the next one's ({len(layers)} layers)")])
     return c.ok(_SELF, f"gradient reaches the first layers: early {c.fmt(early_level)} vs late {c.fmt(late_level)}")
+
+
+def _decays_layer_by_layer(medians: np.ndarray, thresholds: Thresholds) -> bool:
+    """Whether the layers' median gradient norms rise strictly from the first layer to the last, through at
+    least ``decay_min_layers`` layers, the first below ``decay_ratio`` of the last."""
+    if len(medians) < thresholds.decay_min_layers or not np.isfinite(medians).all() or (medians <= 0).any():
+        return False
+    return bool(np.all(np.diff(medians) > 0)) and medians[0] < thresholds.decay_ratio * medians[-1]
 
 
 def _stopped_for_another_reason(history: RoleView, thresholds: Thresholds) -> str | None:
