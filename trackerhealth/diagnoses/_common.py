@@ -133,7 +133,7 @@ def start_level(values, head: float, early_rise: float) -> float:
 
 
 @dataclass(frozen=True)
-class MetricAtZero:
+class NeverScored:
     """A higher-is-better quality metric that never scored: exactly 0 (``value`` 0.0), or one and the same
     value at every evaluation (``constant``): what the never-scored check found."""
 
@@ -151,7 +151,7 @@ class MetricAtZero:
 _PERFECT_SCORES = (1.0, 100.0)
 
 
-def metric_at_zero(view: RoleView, min_points: int, zero_share: float) -> MetricAtZero | None:
+def never_scored_metric(view: RoleView, min_points: int, zero_share: float) -> NeverScored | None:
     """The first quality metric (accuracy, F1, mAP, …: role ``quality_metrics``) that never scored, else None:
     exactly 0 at ``zero_share`` or more of its ``min_points``-plus finite evaluations, the last one included,
     or the very same value at every one of them (short of a perfect 1.0 or 100).
@@ -171,7 +171,7 @@ def metric_at_zero(view: RoleView, min_points: int, zero_share: float) -> Metric
         if last == 0:
             zeros = int(np.count_nonzero(s.values == 0))
             if zeros >= zero_share * len(s):
-                return MetricAtZero(key, zeros, len(s), float(s.steps[0]), float(s.steps[-1]))
+                return NeverScored(key, zeros, len(s), float(s.steps[0]), float(s.steps[-1]))
         elif bool((s.values == first).all()) and first not in _PERFECT_SCORES:
-            return MetricAtZero(key, len(s), len(s), float(s.steps[0]), float(s.steps[-1]), first, constant=True)
+            return NeverScored(key, len(s), len(s), float(s.steps[0]), float(s.steps[-1]), first, constant=True)
     return None

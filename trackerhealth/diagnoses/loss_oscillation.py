@@ -270,7 +270,7 @@ def _judge_train_loss(history: RoleView, thresholds: Thresholds) -> Finding:
     # every evaluation: its answers never changed (P429, val accuracy 0.72414 for 31 epochs, the majority
     # class). A criterion the loss alone cannot give: a loss that fell and then plateaued reads the same as
     # one that converged.
-    never_scored = c.metric_at_zero(history, thresholds.metric_min_points, thresholds.metric_zero_share)
+    never_scored = c.never_scored_metric(history, thresholds.metric_min_points, thresholds.metric_zero_share)
     if never_scored is not None and never_scored.constant and c.still_training(history):
         # A run in progress may still break out: an imbalanced classifier often predicts the majority class
         # for its first epochs before it learns. Only a finished run has never changed its answers.
@@ -495,9 +495,6 @@ def _rose(key: str, s: np.ndarray, head: float, tail: float) -> str:
 def _never_learned(key: str, s: np.ndarray, tail: float, improvement: float) -> str:
     return (f"{key} never learned: it sits at {c.fmt(tail)} from step {c.fmt_step(s[0])} to {c.fmt_step(s[-1])}, within "
             f"{c.fmt(100 * abs(improvement))}% of where it started.")
-
-
-# Tracker states of a run still training: its first few epochs are not a short run.
 
 
 def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:

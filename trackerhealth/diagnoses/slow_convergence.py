@@ -296,7 +296,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # model never learned, which loss-oscillation names (its never-scored case, the same knobs and
     # defaults); a crawl it may show is not a slow descent towards anything (public log P214: mAP 0 for
     # 100 epochs while the summed loss crept 7% down).
-    never_scored = c.metric_at_zero(history, thresholds.metric_min_points, thresholds.metric_zero_share)
+    never_scored = c.never_scored_metric(history, thresholds.metric_min_points, thresholds.metric_zero_share)
     if never_scored is not None:
         values = loss.values[len(loss) // 2:]
         h_head, h_tail = stats.head_tail(values, thresholds.head_share, thresholds.tail_share)
