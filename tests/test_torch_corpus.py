@@ -78,14 +78,18 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # explained now shows). The twentieth family, gnn (GraphSAGE node classification on a k-NN graph of the digits, built
 # blind by a helper and scored once, held out, with 952b740's code: 0.83, 0 of 12), took loss-oscillation's precision to
 # 0.91 (its raw-features SGD crawl called oscillating, not slow) and periodic-spikes' recall to 0.88 (its bad-shard run
-# missed). Recorded as measured.
+# missed). The twenty-first, seq2seq (a character-level GRU encoder-decoder with attention reversing words, built blind,
+# scored once, held out, with ab17e50's code: 0.85, 0 of 14), took nonfinite's recall to 0.94 (its explosion without
+# clipping, blown up by its fourth step, called vanishing-gradients: its embedding's gradient 0 after the blow-up),
+# vanishing-gradients' to 0.95 / 0.91 (that, and its 8-layer tanh encoder missed) and periodic-spikes' recall to 0.83
+# (its bad-shard run missed). Recorded as measured.
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
-    "periodic-spikes": (1.0, 0.875),
-    "nonfinite": (1.0, 0.95),
+    "periodic-spikes": (1.0, 0.83),
+    "nonfinite": (1.0, 0.94),
     "overfitting": (0.91, 0.68),
-    "vanishing-gradients": (1.0, 0.94),
-    "loss-oscillation": (0.909, 0.85),
+    "vanishing-gradients": (0.95, 0.90),
+    "loss-oscillation": (0.91, 0.85),
     "slow-convergence": (0.82, 0.74),
     "task-imbalance": (1.0, 1.0),
 }
@@ -154,8 +158,9 @@ def test_pooled_held_out_floors_as_measured(folds):
     # nineteen: 0.894 (0.8943), 6 of 243. Then a term that converged is not a task left behind (task-imbalance,
     # after the distill and metric twins): 0.908 (0.9082), 4 of 243. Then every layer still after a blow-up or at a
     # zero loss is not vanishing (after the metric, unet and distill runs above): 0.923 (0.9227), 4 of 243. The
-    # twentieth, gnn (above), scored once: 0.83, 0 of 12; pooled over twenty: 0.921 (0.9205), 4 of 255.
-    assert folds["pooled_macro_f1"] >= 0.920
+    # twentieth, gnn (above), scored once: 0.83, 0 of 12; pooled over twenty: 0.921 (0.9205), 4 of 255. The
+    # twenty-first, seq2seq (above), scored once: 0.85, 0 of 14; pooled over twenty-one: 0.915 (0.9145), 4 of 269.
+    assert folds["pooled_macro_f1"] >= 0.914
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -167,11 +172,11 @@ def test_pooled_held_out_floors_as_measured(folds):
     # 155: the vae batch-4 run and simclr's rare-val run and ReLU twin (the conv fold now chooses thresholds
     # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three); over fifteen, 3 of 177; over
     # sixteen, 3 of 187; over seventeen, 3 of 205; over eighteen, 5 of 222 (2.3 %: distill's two above).
-    assert healthy >= 255 and wrong <= 4  # over nineteen, 6 of 243, then 4 (1.6 %): both aux twins cleared; over twenty 4 of 255
+    assert healthy >= 269 and wrong <= 4  # over nineteen, 6 of 243, then 4 (1.6 %): both aux twins cleared; over twenty 4 of 255; twenty-one 4 of 269
 
 
-def test_twenty_architecture_families_and_each_seed_cause_in_two_of_them(folds):
-    assert len(folds["families"]) >= 20
+def test_twenty_one_architecture_families_and_each_seed_cause_in_two_of_them(folds):
+    assert len(folds["families"]) >= 21
     coverage = folds["cause_coverage"]
     # One oversized batch is confirmed in resnet and seqcls (the cnn family's 24x24 batch rose only
     # 1.1-3.8x its twin's loss, short of the truth's 3x on three epochs: kept, not scored); gradient
@@ -234,7 +239,7 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     slow = grouped["grouped_held_out"]["slow-convergence"]
     assert slow["precision"] >= 0.75 and slow["recall"] >= 0.9, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 7 and total >= 255  # 9, then 7 with the aux twins cleared; over twenty (gnn, blind) P 0.77, R 0.92, 7 of 255
+    assert bad <= 7 and total >= 269  # 9, then 7 with the aux twins cleared; over twenty (gnn, blind) P 0.77, R 0.92, 7 of 255; twenty-one (seq2seq) P 0.78, R 0.92, 7 of 269
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -249,13 +254,13 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
                                                                "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 7 and total >= 255  # 2 of 205 (5 alone) over seventeen; 4 of 222 (7 alone) over eighteen; 9 of 243 (8 alone) over nineteen, then 7 (6); 7 of 255 (6) over twenty
+    assert bad <= 7 and total >= 269  # 2 of 205 (5 alone) over seventeen; 4 of 222 (7 alone) over eighteen; 9 of 243 (8 alone) over nineteen, then 7 (6); 7 of 255 (6) over twenty; 7 of 269 (6) over twenty-one
     # Macro-F1 was lower grouped (0.81) than alone (0.89): baseline-regression's three false alarms, healthy
     # batch-4 runs that ended 12-43x their batch-32 baseline's final val loss, made its row an F1 of 0. Compared
     # after as much data as they saw (3-17 % of the baseline's), they end 0.3-1.7x it: none is flagged, and
     # grouped is 0.916 (held-out thresholds: 0.937); over eighteen families 0.908 (0.922); over nineteen 0.892 (0.903),
-    # then 0.903 (0.917), then 0.918 (0.932); over twenty 0.918 (0.931).
-    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.917
+    # then 0.903 (0.917), then 0.918 (0.932); over twenty 0.918 (0.931); over twenty-one 0.911 (0.924).
+    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.911
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():
