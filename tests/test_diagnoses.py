@@ -266,6 +266,19 @@ def test_every_layer_still_after_a_blow_up_or_at_a_zero_loss_is_not_vanishing():
     assert not run(solved).finding("vanishing-gradients").is_problem
     # Still everywhere while the loss sits where it began, with no blow-up: the network stopped learning.
     assert run(np.full(300, 1.0) + 0.01 * np.resize([1.0, -1.0], 300)).finding("vanishing-gradients").is_problem
+    # Only the first layers still, the last ones busy: the same after a blow-up (torch run
+    # seq2seq_gradient_explosion_noclip, built blind: an SGD seq2seq at lr 30 without clipping, its loss 3.4 -> 148 by
+    # its fourth step and its embedding's gradient 0 from then on, was called vanishing), and vanishing without one.
+    early_still = {**still, "grad_norm/layers.3.weight": (steps, np.full(300, 3.0))}
+    for name in ("grad_norm/layers.0.weight", "grad_norm/layers.1.weight", "grad_norm/layers.2.weight"):
+        early_still[name] = (steps, np.full(300, 1e-12))
+
+    def early(loss):
+        return analyze(RunHistory.from_series(RunRef("files", "p", "r"), {"train/loss": (steps, loss), **early_still}))
+
+    finding = early(blown).finding("vanishing-gradients")
+    assert not finding.is_problem and "blow-up" in finding.message, finding.message
+    assert early(np.full(300, 1.0) + 0.01 * np.resize([1.0, -1.0], 300)).finding("vanishing-gradients").level == "critical"
 
 
 def test_a_gradient_that_shrinks_at_every_layer_of_a_sigmoid_stack_is_vanishing():

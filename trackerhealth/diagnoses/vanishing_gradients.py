@@ -9,9 +9,10 @@ the saturated units an LR far too high leaves, is judged on the stretch before):
 early layers are more than ``ratio``× smaller than the late ones, or when, through ``decay_min_layers`` or more layers, every
 layer's norm is below the next one's and the first is below ``decay_ratio`` of the last (the gradient shrinks at each layer
 on its way back: a plain sigmoid stack; evidence ``depthwise_decay``), or when every layer is below
-``tiny`` (the whole network has stopped learning) — unless the training loss first rose ``blowup_factor``× its
-start (a blow-up killed or saturated the units: loss-oscillation or nonfinite reports it) or ended below
-``solved_loss`` of its start (a loss at 0 sends no gradient back: nothing is left to learn).
+``tiny`` (the whole network has stopped learning). Neither tiny early layers nor a tiny network is vanishing when
+the training loss first rose ``blowup_factor``× its start (a blow-up killed or saturated the units: loss-oscillation
+or nonfinite reports it) or ended below ``solved_loss`` of its start (a loss at 0 sends no gradient back: nothing
+is left to learn).
 
 **Why it matters.** Layers that receive no gradient do not learn: a deep network then behaves like
 a shallow one on top of random features.
@@ -90,7 +91,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     def ev(code: str, observed: float, threshold: float, detail: str, key: str = first_key):
         return Evidence(key, observed, threshold, steps[0], steps[1], code, detail)
 
-    if early_level < thresholds.tiny and late_level >= thresholds.min_late:
+    other_cause = _stopped_for_another_reason(history, thresholds) if early_level < thresholds.tiny else None
+    if early_level < thresholds.tiny and late_level >= thresholds.min_late and other_cause is None:
         # One item per early layer, so every layer the message counts is named (the dashboard
         # outlines exactly these rows of its heatmap).
         evidence = [
@@ -105,8 +107,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         message = (f"the first {k} of {len(layers)} layers get gradient norms of {c.fmt(early_level)} (below {c.fmt(thresholds.tiny)}) "
                    f"while the last layers get {c.fmt(late_level)}: gradients vanish before reaching {layers[0][0]}.")
         return c.problem(_SELF, True, message, RECOMMENDATION, evidence)
+    if early_level < thresholds.tiny and other_cause is not None:
+        return c.ok(_SELF, f"the first layers' gradient norm is tiny ({c.fmt(early_level)}; last layers {c.fmt(late_level)}), but {other_cause}")
     if late_level < thresholds.tiny:
-        other_cause = _stopped_for_another_reason(history, thresholds)
         if other_cause is not None:
             return c.ok(_SELF, f"every layer's gradient norm is tiny (last layers {c.fmt(late_level)}), but {other_cause}")
         message = f"every layer's gradient norm is tiny (last layers {c.fmt(late_level)}, first {c.fmt(early_level)}): the network has stopped learning."
