@@ -84,10 +84,12 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # vanishing-gradients' to 0.95 / 0.91 (that, and its 8-layer tanh encoder missed) and periodic-spikes' recall to 0.83
 # (its bad-shard run missed). Recorded as measured. Then tiny first layers are no vanishing either when the training loss
 # first blew up 10x or more (written after that seq2seq run, so not held out for it): vanishing-gradients P 1.00, and
-# the run's rising loss, no longer explained by a vanishing finding, shows as loss-oscillation (P 0.89).
+# the run's rising loss, no longer explained by a vanishing finding, shows as loss-oscillation (P 0.89). Then the
+# spike comb counts only the cycles whose in-phase place the run reached (after seq2seq's bad shard, met in 5 of 5
+# such cycles and read as 5 of 5.99): periodic-spikes R 0.83 -> 0.89.
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
-    "periodic-spikes": (1.0, 0.83),
+    "periodic-spikes": (1.0, 0.88),
     "nonfinite": (1.0, 0.94),
     "overfitting": (0.91, 0.68),
     "vanishing-gradients": (1.0, 0.90),
@@ -162,8 +164,9 @@ def test_pooled_held_out_floors_as_measured(folds):
     # zero loss is not vanishing (after the metric, unet and distill runs above): 0.923 (0.9227), 4 of 243. The
     # twentieth, gnn (above), scored once: 0.83, 0 of 12; pooled over twenty: 0.921 (0.9205), 4 of 255. The
     # twenty-first, seq2seq (above), scored once: 0.85, 0 of 14; pooled over twenty-one: 0.915 (0.9145), 4 of 269.
-    # Then tiny first layers after a 10x blow-up are not vanishing (after seq2seq's explosion): 0.916 (0.9161).
-    assert folds["pooled_macro_f1"] >= 0.916
+    # Then tiny first layers after a 10x blow-up are not vanishing (after seq2seq's explosion): 0.916 (0.9161). Then
+    # the spike comb's coverage counts only the cycles the run reached (after seq2seq's bad shard): 0.920 (0.9201).
+    assert folds["pooled_macro_f1"] >= 0.920
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -262,8 +265,9 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     # batch-4 runs that ended 12-43x their batch-32 baseline's final val loss, made its row an F1 of 0. Compared
     # after as much data as they saw (3-17 % of the baseline's), they end 0.3-1.7x it: none is flagged, and
     # grouped is 0.916 (held-out thresholds: 0.937); over eighteen families 0.908 (0.922); over nineteen 0.892 (0.903),
-    # then 0.903 (0.917), then 0.918 (0.932); over twenty 0.918 (0.931); over twenty-one 0.911 (0.924), then 0.913 (0.926).
-    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.913
+    # then 0.903 (0.917), then 0.918 (0.932); over twenty 0.918 (0.931); over twenty-one 0.911 (0.924), then 0.913 (0.926),
+    # then 0.917 (0.930).
+    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.917
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():
