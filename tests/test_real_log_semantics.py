@@ -842,3 +842,32 @@ def test_a_loss_that_climbs_an_order_of_magnitude_above_its_start_blew_up_even_w
                                                                  + _noise(6, 0.05)).finding("nonfinite").evidence)
     crossing = np.r_[np.full(100, 0.1), np.full(900, 5.0)] - np.where(T % 7 == 0, 6.0, 0.0)
     assert not any(e.code == "loss_above_start" for e in _report(loss=crossing).finding("nonfinite").evidence)
+
+
+def _gan(gen, dis, extra=None):
+    steps = np.arange(1, len(gen) + 1, dtype=float)
+    series = {"loss_gen": (steps, gen), "loss_dis": (steps, dis), **(extra or {})}
+    return analyze(RunHistory.from_series(REF, series))
+
+
+def test_a_healthy_gan_is_not_judged_as_a_descent_but_a_won_discriminator_is_found():
+    # Public log P501 (a BEGAN, healthy): the generator's loss rose from 0.009 at its first log to ~0.05 while the
+    # discriminator's fell by half; it was called "loss rose: training is not decreasing the loss".
+    n = 100
+    t = np.arange(n, dtype=float)
+    wiggle = 1 + 0.03 * np.resize([1.0, -1.0, 0.5, -0.5], n)
+    gen = (0.009 + 0.06 * (1 - np.exp(-t / 5)) - 0.01 * t / n) * wiggle
+    dis = (0.1 + 0.2 * np.exp(-t / 20)) * wiggle
+    report = _gan(gen, dis)
+    for diag_id in ("loss-oscillation", "slow-convergence"):
+        finding = report.finding(diag_id)
+        assert finding.level == "skipped" and "adversarial pair with loss_dis" in finding.message, finding.message
+    assert not report.finding("nonfinite").is_problem
+    assert report.status == "unknown"  # nothing judged the loss' course: not `ok`
+    # Public logs P45 and P462: the discriminator's loss falls 1.3 -> 0.1 while the generator's climbs 1.3 -> 6.
+    won = _gan((1.3 + 5.0 * t / n) * wiggle, (0.1 + 1.2 * np.exp(-t / 15)) * wiggle).finding("loss-oscillation")
+    assert won.level == "warning" and [e.code for e in won.evidence] == ["discriminator_won", "generator_loss_rise"], won.message
+    # A NaN in a GAN's loss is still nonfinite.
+    broken = gen.copy()
+    broken[60:] = np.nan
+    assert _gan(broken, dis).finding("nonfinite").level == "critical"

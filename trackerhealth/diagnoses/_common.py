@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import adversarial
 from ..roles import RoleView
 from ..schema import CRITICAL, OK, SKIPPED, WARNING, Evidence, Finding, Series
 from .. import stats
@@ -77,6 +78,26 @@ LIVE_STATES = frozenset({"running", "pending", "scheduled", "preempting"})
 def still_training(view: RoleView) -> bool:
     """Whether the run is still in progress: its loss has not ended anywhere yet."""
     return (view.ref.state or "").lower() in LIVE_STATES
+
+
+def adversarial_pair(view: RoleView) -> tuple[str, str] | None:
+    """``(generator key, discriminator key)`` when the training loss is one side of a GAN's adversarial pair, else None."""
+    mine = view.key("train_loss")
+    other = adversarial.counterpart(mine, view.history.keys())
+    if other is None:
+        return None
+    return (mine, other) if adversarial.side(mine) == "generator" else (other, mine)
+
+
+def adversarial_skip(module, view: RoleView) -> Finding | None:
+    """``skipped`` when the training loss is one side of a GAN's adversarial pair (:mod:`trackerhealth.adversarial`):
+    its course is a game, not a descent, so the rules that read a falling loss as learning do not apply."""
+    other = adversarial.counterpart(view.key("train_loss"), view.history.keys())
+    if other is None:
+        return None
+    return skipped(module, f"{view.key('train_loss')} is one side of an adversarial pair with {other} (a GAN): "
+                           "a generator's loss may rise and a discriminator's sit flat in healthy training, so its "
+                           "course is not judged as a descent")
 
 
 def judged_loss(view: RoleView, min_points: int) -> tuple[Series | None, str]:

@@ -50,6 +50,12 @@ and then threw it away. A steady slow fall
 gradient) are stable and not this fault; a loss that fell far and then flattens is a finished
 plateau.
 
+A GAN's generator or discriminator loss (one side of an adversarial pair, :mod:`trackerhealth.adversarial`) is not
+judged by any of the above (``skipped``: a generator's loss may rise and a discriminator's sit flat in healthy
+training) — except that a discriminator loss ending at ``gan_dis_end`` of its first tenth's level or less beside a
+generator loss ending ``gan_gen_rise`` × its first tenth's or more is flagged (evidence ``discriminator_won``, a
+warning): the discriminator tells every fake apart and the generator gets no useful gradient.
+
 A training loss judged ``ok`` by all of the above is still flagged when its val loss swings from one
 evaluation to the next while the train loss does not: ``val_swing_share`` or more of the consecutive
 changes of ``val_swing_min_points``-plus finite evaluations are ``val_swing_factor`` × or more either way,
@@ -100,6 +106,12 @@ VAL_SWINGS_RECOMMENDATION = (
     "Lower the learning rate (or add warm-up) and evaluate on more batches; with BatchNorm, use larger batches or "
     "recompute its running statistics before evaluating (or switch to GroupNorm/LayerNorm); keep the checkpoint "
     "with the best val loss rather than the last."
+)
+
+GAN_RECOMMENDATION = (
+    "Rebalance the game: lower the discriminator's learning rate or update it less often than the generator (TTUR), "
+    "add label smoothing or instance noise, use a spectral-normalised discriminator or a hinge/Wasserstein loss with "
+    "a gradient penalty, and check the generator's architecture can reach the data at all."
 )
 
 NEVER_SCORED_RECOMMENDATION = (
@@ -171,14 +183,47 @@ class Thresholds:
     val_swing_factor: float = knob(3.0, "a change between consecutive evaluations of the val loss this many times (either way) is a swing")
     val_swing_share: float = knob(0.25, "a val loss swinging at this share of its consecutive evaluations (the train loss not) is unstable")
     val_swing_min_points: int = knob(8, "finite val-loss evaluations needed to judge its swings")
+    gan_parts: int = knob(10, "a GAN's losses are compared over their first and last 1/this (medians)")
+    gan_dis_end: float = knob(0.25, "a GAN whose discriminator loss ends at this share of its start or less (and ...)")
+    gan_gen_rise: float = knob(2.0, "(and) whose generator loss ends this many times its start or more: the discriminator won")
     first_point_max_improvement: float = knob(0.15, "a loss that fell less than this share from its early median is also measured from its very first point: ending no lower than that first point, it never learned (it rose in its first steps and came back)")
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
+    adversarial = c.adversarial_skip(_SELF, history)
+    if adversarial is not None:
+        return _discriminator_won(history, thresholds) or adversarial
     finding = _judge_train_loss(history, thresholds)
     if finding.level != "ok":
         return finding
     return _val_swings(history, thresholds) or finding
+
+
+def _discriminator_won(history: RoleView, thresholds: Thresholds) -> Finding | None:
+    """A GAN whose discriminator won the game: its loss fell to ``gan_dis_end`` of its first tenth's level or less
+    while the generator's climbed to ``gan_gen_rise`` times its first tenth's or more (public logs P45 and P462, the
+    discriminator's loss 1.3 -> 0.1 while the generator's doubled and more). A discriminator that tells every fake
+    apart gives the generator no useful gradient: the pair stopped learning. A healthy pair stays near its balance
+    (P463's hinge losses flat; P501's BEGAN discriminator at half its start, its generator easing)."""
+    gen_key, dis_key = c.adversarial_pair(history)
+    gen, dis = history.history.get(gen_key), history.history.get(dis_key)
+    levels = []
+    for s in (gen, dis):
+        v = c.until_first_nonfinite(s).finite().values if s is not None else np.array([])
+        if len(v) < thresholds.short_min_points or (v <= 0).any():
+            return None
+        part = max(1, len(v) // thresholds.gan_parts)
+        levels.append((stats.median(v[:part]), stats.median(v[-part:])))
+    (g0, g1), (d0, d1) = levels
+    if not (d1 <= thresholds.gan_dis_end * d0 and g1 >= thresholds.gan_gen_rise * g0):
+        return None
+    evidence = [Evidence(dis_key, d1 / d0, thresholds.gan_dis_end, float(dis.steps[0]), float(dis.steps[-1]), "discriminator_won",
+                         f"discriminator loss {c.fmt(d0)} over its first {c.fmt(100 / thresholds.gan_parts)}%, {c.fmt(d1)} over its last"),
+                Evidence(gen_key, g1 / g0, thresholds.gan_gen_rise, float(gen.steps[0]), float(gen.steps[-1]), "generator_loss_rise",
+                         f"generator loss {c.fmt(g0)} over its first {c.fmt(100 / thresholds.gan_parts)}%, {c.fmt(g1)} over its last")]
+    message = (f"the discriminator won: {dis_key} fell from {c.fmt(d0)} to {c.fmt(d1)} while {gen_key} climbed from {c.fmt(g0)} "
+               f"to {c.fmt(g1)}. A discriminator that tells every fake apart leaves the generator no useful gradient.")
+    return c.problem(_SELF, False, message, GAN_RECOMMENDATION, evidence)
 
 
 def _val_swings(history: RoleView, thresholds: Thresholds) -> Finding | None:

@@ -26,7 +26,8 @@ restart, an fp16 loss-scale collapse. When a gradient norm is logged it must spi
 ``spike_factor`` × its earlier median there, and that spike is the onset; a loss that climbs back
 more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up. A loss level held at
 ``start_factor`` × its start (the first block's level or first point, the lower) has blown up whether or not the
-log shows it learning first (evidence ``loss_above_start``; the same gradient-norm check). With nothing of the
+log shows it learning first (evidence ``loss_above_start``; the same gradient-norm check). Neither finite blow-up is
+read from a GAN's generator or discriminator loss (a generator's loss may climb 10× in healthy training). With nothing of the
 above, a val loss ``val_spike_factor`` × the median of the evaluations before it (after the first
 ``val_skip_first``) is a blow-up of the evaluated model though the train loss does not show it (evidence
 ``val_loss_blowup``): a warning when the run came back, critical when its last evaluation is still there.
@@ -190,7 +191,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         message = f"{first.metric} became {first.detail.split(' are ')[-1]} at step {c.fmt_step(first_bad_step)}{detail}; every step after it is wasted."
         return c.problem(module, True, message, RECOMMENDATION, evidence)
 
-    diverged = _divergence(history, thresholds)
+    # A GAN's generator loss may climb 10x its start in healthy training (trackerhealth.adversarial): its level
+    # is no evidence of a blow-up. A NaN (above) and an exploding gradient norm (below) still are.
+    diverged = _divergence(history, thresholds) if c.adversarial_skip(module, history) is None else None
     if diverged is not None:
         return diverged
     exploded = _gradient_explosion(history, grad, thresholds)

@@ -31,6 +31,7 @@ steadily. A healthy loss covers most of its fall early. Neither shape is slow wh
 ``settled_val_change`` of its level either way, with a trend t above −``settled_val_t``): the model stopped
 improving on held-out data, and a train loss creeping down beside it is fitting the training set.
 
+A GAN's generator or discriminator loss is not judged (``skipped``: its course is a game, not a descent).
 A finished run is judged from ``short_min_points`` finite train-loss points after warm-up (a 20-epoch Keras
 or Lightning per-epoch log: each point an epoch's mean, so a line through them is not batch noise); a run
 still training waits for ``min_points``, its first epochs being too early to call slow.
@@ -281,6 +282,9 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # A finished 10-29 epoch log (Keras CSVLogger's one row per epoch: public log P483, a 20-epoch crawl 1.39 ->
     # 1.18 that never bends) is judged like a longer one; a live run's first epochs are too early to call.
+    adversarial = c.adversarial_skip(_SELF, history)
+    if adversarial is not None:
+        return adversarial
     needed = thresholds.min_points if c.still_training(history) else thresholds.short_min_points
     loss, reason = c.judged_loss(history, needed)
     if loss is None:
