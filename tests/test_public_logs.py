@@ -189,8 +189,10 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # scored, blind: GAN and printed logs) scored once with 2d9d8dd's code: 0.67, 1 of 3 (a healthy BEGAN's rising
     # generator loss called loss-oscillation). All 494 at 0.7189, 5 of 256. Then a GAN's generator or discriminator loss
     # is not judged as a descent, except a discriminator that won (P45, P462, P463, P501): 0.7183, 3 of 256 (P462's
-    # won game, labelled nonfinite, now loss-oscillation, which its label accepts): recorded as measured.
+    # won game, labelled nonfinite, now loss-oscillation, which its label accepts). Then an unstable loss that fell
+    # 60 % or more from its first level, warm-up included, learned (after torch run forecast_onecycle): P126's ORPO
+    # fine-tune no longer stuck: 0.7190, 2 of 256: recorded as measured.
     assert not missing and len(cases) >= 494
-    assert macro_f1(cases) >= 0.718
+    assert macro_f1(cases) >= 0.719
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 256 and wrong <= 3
+    assert healthy >= 256 and wrong <= 2

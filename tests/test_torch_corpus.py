@@ -91,6 +91,8 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # 0.72, 1 of 13), took slow-convergence's recall to 0.70 (its LR-too-low, Adam-eps and raw-price runs missed: they fall
 # fast and then plateau above their twin), overfitting's to 0.70 (its small-subset run missed, its val loss never
 # rising) and loss-oscillation's to 0.90 / 0.84 (its healthy one-cycle run called oscillating). Recorded as measured.
+# Then an unstable loss that fell 60 % or more from its first level, warm-up included, is learning (after that one-cycle
+# run, so not held out for it): its false alarm gone; loss-oscillation 0.90 / 0.86 (folds' choices moved).
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 0.88),
@@ -171,7 +173,8 @@ def test_pooled_held_out_floors_as_measured(folds):
     # Then tiny first layers after a 10x blow-up are not vanishing (after seq2seq's explosion): 0.916 (0.9161). Then
     # the spike comb's coverage counts only the cycles the run reached (after seq2seq's bad shard): 0.920 (0.9201).
     # The twenty-second, forecast (above), scored once: 0.72, 1 of 13; pooled over twenty-two: 0.913 (0.9133), 5 of 282.
-    assert folds["pooled_macro_f1"] >= 0.913
+    # Then a long warm-up's fall counts as learning for an unstable loss (after forecast_onecycle): 0.915 (0.9147), 4 of 282.
+    assert folds["pooled_macro_f1"] >= 0.914
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -183,7 +186,7 @@ def test_pooled_held_out_floors_as_measured(folds):
     # 155: the vae batch-4 run and simclr's rare-val run and ReLU twin (the conv fold now chooses thresholds
     # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three); over fifteen, 3 of 177; over
     # sixteen, 3 of 187; over seventeen, 3 of 205; over eighteen, 5 of 222 (2.3 %: distill's two above).
-    assert healthy >= 282 and wrong <= 5  # over nineteen, 6 of 243, then 4 (1.6 %): both aux twins cleared; over twenty 4 of 255; twenty-one 4 of 269; twenty-two 5 of 282 (1.8 %)
+    assert healthy >= 282 and wrong <= 4  # over nineteen, 6 of 243, then 4 (1.6 %): both aux twins cleared; over twenty 4 of 255; twenty-one 4 of 269; twenty-two 5 of 282 (1.8 %), then 4
 
 
 def test_twenty_two_architecture_families_and_each_seed_cause_in_two_of_them(folds):
@@ -252,7 +255,7 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     # (they fall fast and plateau, which the baseline's pace does too), and its one-cycle run is called oscillating.
     assert slow["precision"] >= 0.75 and slow["recall"] >= 0.88, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
-    assert bad <= 8 and total >= 282  # 9, then 7 with the aux twins cleared; over twenty (gnn, blind) P 0.77, R 0.92, 7 of 255; twenty-one (seq2seq) P 0.78, R 0.92, 7 of 269; twenty-two (forecast) 8 of 282
+    assert bad <= 7 and total >= 282  # 9, then 7 with the aux twins cleared; over twenty (gnn, blind) P 0.77, R 0.92, 7 of 255; twenty-one (seq2seq) P 0.78, R 0.92, 7 of 269; twenty-two (forecast) 8 of 282, then 7 (its one-cycle run cleared)
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -267,13 +270,13 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
                                                                "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 8 and total >= 282  # 2 of 205 (5 alone) over seventeen; 4 of 222 (7 alone) over eighteen; 9 of 243 (8 alone) over nineteen, then 7 (6); 7 of 255 (6) over twenty; 7 of 269 (6) over twenty-one; 8 of 282 (7) over twenty-two
+    assert bad <= 7 and total >= 282  # 2 of 205 (5 alone) over seventeen; 4 of 222 (7 alone) over eighteen; 9 of 243 (8 alone) over nineteen, then 7 (6); 7 of 255 (6) over twenty; 7 of 269 (6) over twenty-one; 8 of 282 (7) over twenty-two, then 7 (6)
     # Macro-F1 was lower grouped (0.81) than alone (0.89): baseline-regression's three false alarms, healthy
     # batch-4 runs that ended 12-43x their batch-32 baseline's final val loss, made its row an F1 of 0. Compared
     # after as much data as they saw (3-17 % of the baseline's), they end 0.3-1.7x it: none is flagged, and
     # grouped is 0.916 (held-out thresholds: 0.937); over eighteen families 0.908 (0.922); over nineteen 0.892 (0.903),
     # then 0.903 (0.917), then 0.918 (0.932); over twenty 0.918 (0.931); over twenty-one 0.911 (0.924), then 0.913 (0.926),
-    # then 0.917 (0.930); over twenty-two 0.914 (0.925).
+    # then 0.917 (0.930); over twenty-two 0.914 (0.925), then 0.915 (0.926).
     assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.913
 
 

@@ -11,7 +11,9 @@ level, the seed's "raw loss fluctuation far above its short moving average") by 
 ``fluctuation_ratio``. A run that is unstable and improved by less than ``max_improvement`` is
 flagged — unless its only instability was an early overshoot, below ``wreck`` × its start (two orders of
 magnitude: past that, the fall is recovery from the blow-up), and its second half still falls
-significantly (binned trend t ≤ −``stalled_t``) — and so is a run whose loss ends ``rise`` above where it started, and one that swings and ends
+significantly (binned trend t ≤ −``stalled_t``), or it fell ``bounce_max_improvement`` or more from its first logged
+level, warm-up included (a long warm-up's fall is learning; the noise after it is about a low level) — and so is a
+run whose loss ends ``rise`` above where it started, and one that swings and ends
 its second half more than ``late_rise`` above where that half began, by at least ``late_rise_floor``
 of the starting level (evidence ``second_half_rise``: it learned, then threw it away). More shapes are this
 fault: a loss that bounces without falling — over the second half a short moving median
@@ -374,7 +376,13 @@ def _judge_train_loss(history: RoleView, thresholds: Thresholds) -> Finding:
     # and one that shot up ``wreck`` x its start has had its weights thrown away: its later fall is
     # recovery from the blow-up (torch run mlp_lr_too_high_adam, 1,139x), and it is stuck all the same.
     progressing = not stalled and ratio <= thresholds.fluctuation_ratio and overshoot < thresholds.wreck
-    flagged = rising or bouncing or late_rise or (unstable and improvement < thresholds.max_improvement and not progressing)
+    # Measured after warm-up, a loss that fell most of the way during a long warm-up (one-cycle's 30 %: torch run
+    # forecast_onecycle, built blind, 0.4 -> 0.008 in it) "improved" little from there, and its batch noise about
+    # that low level reads as swings: it learned. Its fall counts from its first logged level.
+    learned_early = c.fall_with_warmup(history, thresholds.head_share, thresholds.tail_share,
+                                       thresholds.early_rise) >= thresholds.bounce_max_improvement
+    flagged = rising or bouncing or late_rise or (unstable and improvement < thresholds.max_improvement and not progressing
+                                                  and not learned_early)
     relapse = _relapse(s, v, thresholds)
     if relapse is not None and not flagged:
         best, best_step, last, times = relapse
