@@ -374,3 +374,21 @@ def test_an_epoch_column_that_runs_ahead_of_the_steps_gives_no_epoch_length():
     history = RunHistory.from_series(RunRef("files", "p", "r"), {"loss": (steps, loss), "epoch": (steps, steps * 1e6)})
     finding = analyze(history).finding("periodic-spikes")
     assert finding.level != ERROR and not any(e.code == "epoch_length" for e in finding.evidence), finding
+
+
+def test_a_short_val_series_that_climbs_in_order_from_its_raw_minimum_is_overfitting():
+    # Public log P512 (a Keras text classifier, 16 epochs): val 0.521 at epoch 5, then 0.535, 0.538, 0.528, 0.532,
+    # 0.541, 0.546, 0.569, 0.564, 0.577, 0.586 while the train loss falls 0.677 -> 0.179. Smoothing moved the minimum to
+    # epoch 8, leaving seven evaluations after it: too few for the trend test, though the raw points climb from epoch 5.
+    epochs = np.arange(16, dtype=float)
+    train = np.array([0.6766, 0.6613, 0.6327, 0.5581, 0.4829, 0.4200, 0.3714, 0.3297, 0.3008, 0.2764, 0.2539, 0.2381,
+                      0.2247, 0.2067, 0.1909, 0.1787])
+    val = np.array([0.6873, 0.6722, 0.6383, 0.5856, 0.5468, 0.5207, 0.5355, 0.5383, 0.5282, 0.5322, 0.5413, 0.5458,
+                    0.5692, 0.5644, 0.5767, 0.5857])
+    finding = analyze(RunHistory.from_series(RunRef("files", "p", "r"), {"loss": (epochs, train), "val_loss": (epochs, val)})
+                      ).finding("overfitting")
+    assert finding.is_problem and "val_rises_train_falls" in [e.code for e in finding.evidence], finding.message
+    # The same climb out of order (noise about a flat level) is not.
+    flat = np.r_[val[:6], [0.535, 0.521, 0.545, 0.526, 0.541, 0.524, 0.549, 0.530, 0.547, 0.528]]
+    noisy = analyze(RunHistory.from_series(RunRef("files", "p", "r"), {"loss": (epochs, train), "val_loss": (epochs, flat)}))
+    assert "val_rises_train_falls" not in [e.code for e in noisy.finding("overfitting").evidence]

@@ -191,8 +191,11 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # is not judged as a descent, except a discriminator that won (P45, P462, P463, P501): 0.7183, 3 of 256 (P462's
     # won game, labelled nonfinite, now loss-oscillation, which its label accepts). Then an unstable loss that fell
     # 60 % or more from its first level, warm-up included, learned (after torch run forecast_onecycle): P126's ORPO
-    # fine-tune no longer stuck: 0.7190, 2 of 256: recorded as measured.
-    assert not missing and len(cases) >= 494
-    assert macro_f1(cases) >= 0.719
+    # fine-tune no longer stuck: 0.7190, 2 of 256. Batch 46 (P506-P513, 8 scored, blind: Keras CSVs, an HF log)
+    # scored once with e90bbd2's code: 0.00, 1 of 5 (three short faulty logs missed, an appended fine-tune stage called
+    # slow). All 502 at 0.7153, 3 of 261. Then the overfitting trend test reads from the raw val minimum when it comes
+    # first (P512): 0.7173, 3 of 261: recorded as measured.
+    assert not missing and len(cases) >= 502
+    assert macro_f1(cases) >= 0.717
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 256 and wrong <= 2
+    assert healthy >= 261 and wrong <= 3

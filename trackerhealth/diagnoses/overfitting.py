@@ -18,7 +18,8 @@ in a run that has memorised its training set (val/train ratio ≥ ``climb_min_ra
 climb in order for that long. So does one (at least ``climb_min_rise``, over ``climb_min_points``
 evaluations, the gap widening) where the two losses move apart in order: after the val minimum the
 val loss rises and the train loss falls, each by a one-sided Kendall trend test at p < ``trend_max_p``
-(evidence ``val_rises_train_falls``), however little the train loss fell. A rise below ``min_rise``
+(evidence ``val_rises_train_falls``), however little the train loss fell — read from the raw val minimum when it comes
+before the smoothed one (a short series' smoothing moves its minimum later). A rise below ``min_rise``
 is a warning, never critical. A run whose val loss was already ``climb_min_ratio`` × its train loss at
 the val minimum had memorised its training set: its train loss has nowhere left to fall, so there it
 need only not rise by more than ``min_train_drop``. Per-layer
@@ -195,7 +196,12 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     trained_on = (train_drop >= thresholds.min_train_drop or memorised) and gap_growing
     # One Kendall test of the val points after the minimum serves both the steady climb (its tau) and the
     # opposite trends below (its p-value).
-    val_trend = _trend(val.values[best:]) if points_after >= thresholds.climb_min_points else None
+    # The trends are read from the raw minimum when it comes first: smoothing a short val series can move its
+    # minimum a few evaluations later (public log P512: 0.521 at epoch 5, the smoothed minimum at epoch 8), and a
+    # climb read from there is too short to test though the raw points rise in order from epoch 5.
+    trend_from = min(best, int(np.argmin(val.values)))
+    trend_points = len(val.values) - 1 - trend_from
+    val_trend = _trend(val.values[trend_from:]) if trend_points >= thresholds.climb_min_points else None
     climb_tau = float(val_trend.statistic) if val_trend is not None else float("nan")
     steady_climb = (rise >= thresholds.climb_min_rise and climb_tau >= thresholds.climb_min_tau
                     and ratio_end >= thresholds.climb_min_ratio)
@@ -203,7 +209,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # order, each a one-sided Kendall trend test at p < trend_max_p over climb_min_points evaluations.
     # Noise does not climb in order for that long; a rise of a few percent that does, beside a train loss
     # still falling, is the textbook pattern even when neither moved far (public logs P206, P255: 6-7 %).
-    train_trend = _trend(train_at[best:]) if val_trend is not None else None
+    train_trend = _trend(train_at[trend_from:]) if val_trend is not None else None
     opposite = (val_trend is not None and train_trend is not None and rise >= thresholds.climb_min_rise
                 and val_trend.statistic > 0 and val_trend.pvalue / 2 < thresholds.trend_max_p
                 and train_trend.statistic < 0 and train_trend.pvalue / 2 < thresholds.trend_max_p and gap_growing)
@@ -241,9 +247,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     ]
     by_trend = opposite and not by_pattern
     if by_trend:
-        evidence.append(Evidence(vkey, val_trend.pvalue / 2, thresholds.trend_max_p, float(val.steps[best]), float(val.steps[-1]),
+        evidence.append(Evidence(vkey, val_trend.pvalue / 2, thresholds.trend_max_p, float(val.steps[trend_from]), float(val.steps[-1]),
                                  "val_rises_train_falls",
-                                 f"after the val minimum, over {points_after} evaluations, the val loss rose in order (Kendall's tau "
+                                 f"after the val minimum, over {trend_points} evaluations, the val loss rose in order (Kendall's tau "
                                  f"{c.fmt(val_trend.statistic)}, one-sided p {c.fmt(val_trend.pvalue / 2)}) while the train loss fell "
                                  f"in order (tau {c.fmt(train_trend.statistic)}, p {c.fmt(train_trend.pvalue / 2)})"))
     elif rise < thresholds.min_rise:
