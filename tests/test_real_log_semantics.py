@@ -864,6 +864,9 @@ def test_a_healthy_gan_is_not_judged_as_a_descent_but_a_won_discriminator_is_fou
         assert finding.level == "skipped" and "adversarial pair with loss_dis" in finding.message, finding.message
     assert not report.finding("nonfinite").is_problem
     assert report.status == "unknown"  # nothing judged the loss' course: not `ok`
+    # Nor does the scorecard score how fast or how steadily a game's loss fell.
+    dims = {d.name: d.score for d in report.dimensions}
+    assert dims["convergence_speed"] is None and dims["stability"] is None, dims
     # Public logs P45 and P462: the discriminator's loss falls 1.3 -> 0.1 while the generator's climbs 1.3 -> 6.
     won = _gan((1.3 + 5.0 * t / n) * wiggle, (0.1 + 1.2 * np.exp(-t / 15)) * wiggle).finding("loss-oscillation")
     assert won.level == "warning" and [e.code for e in won.evidence] == ["discriminator_won", "generator_loss_rise"], won.message

@@ -15,6 +15,8 @@ run did not log is ``None`` with the reason, never an invented number.
   are reported alongside.
 - ``overfitting_risk`` — val/train loss ratio at the end and its trend since the val minimum (with a
   floor of 5 % of the starting loss added to both, so two losses near zero do not make a huge ratio).
+- A GAN's generator or discriminator loss (:mod:`trackerhealth.adversarial`) gets no ``convergence_speed`` and, when no
+  val loss is logged, no ``stability``: both measure how far a loss fell, which a game's need not.
 - ``score`` — the mean of the available dimensions, less ``penalty_critical`` per critical and
   ``penalty_warning`` per warning finding, floored at 0.
 
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import stats
+from . import adversarial, stats
 from .diagnoses._thresholds import knob
 from .roles import RoleView
 from .schema import CRITICAL, DIMENSIONS, WARNING, DimensionScore, Finding, Series
@@ -88,6 +90,10 @@ def convergence_speed(view: RoleView, t: Thresholds = DEFAULTS) -> DimensionScor
     loss = view.series("train_loss")
     if loss is None:
         return DimensionScore("convergence_speed", None, {}, "no train loss logged")
+    other = adversarial.counterpart(view.key("train_loss"), view.history.keys())
+    if other is not None:
+        # A GAN's generator loss may rise in healthy training: how fast it fell scores nothing (not 0).
+        return DimensionScore("convergence_speed", None, {}, f"{view.key('train_loss')} is one side of an adversarial pair with {other}")
     f = loss.finite()
     if len(f) < t.convergence_min_points:
         return DimensionScore("convergence_speed", None, {"points": len(f)}, f"fewer than {t.convergence_min_points} finite train-loss points")
@@ -122,6 +128,10 @@ def stability(view: RoleView, t: Thresholds = DEFAULTS) -> DimensionScore:
     s = view.series(role)
     if s is None:
         return DimensionScore("stability", None, {}, "no loss logged")
+    other = adversarial.counterpart(view.key(role), view.history.keys()) if role == "train_loss" else None
+    if other is not None:
+        # Measured against how far the loss has come, which a GAN's generator or discriminator loss need not.
+        return DimensionScore("stability", None, {}, f"{view.key(role)} is one side of an adversarial pair with {other}")
     if _has_nonfinite(s):
         return DimensionScore("stability", 0.0, {"nonfinite_points": float((~np.isfinite(s.values)).sum())}, f"{view.key(role)} became NaN/Inf")
     if len(s) < t.stability_min_points:
