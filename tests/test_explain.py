@@ -159,6 +159,24 @@ def test_a_symptom_whose_evidence_ends_well_before_the_blowup_is_independent():
     assert explain.explain([nan, early], view, wider)[1].explained_by == "nonfinite"
 
 
+def test_a_loss_still_long_before_a_late_blowup_is_not_its_symptom():
+    # Torch run textcls_batch_too_small (built blind): its loss never learned from step 29, and its gradient norm
+    # rose 13x only from step 258 of 300; the late blow-up had explained the never-learned loss away.
+    view = _view()
+
+    def still(*ranges):
+        return Finding("loss-oscillation", WARNING, "lo", "m", "",
+                       tuple(Evidence("loss", 1.0, None, a, b, "no_learning") for a, b in ranges))
+
+    late = Finding("nonfinite", WARNING, "nf", "m", "", (Evidence("loss", 1.0, None, 860, 1000, "grad_norm_explosion"),))
+    early = Finding("nonfinite", WARNING, "nf", "m", "", (Evidence("loss", 1.0, None, 300, 1000, "grad_norm_explosion"),))
+    assert explain.explain([late, still((0, 1000))], view)[1].explained_by is None
+    assert explain.explain([early, still((0, 1000))], view)[1].explained_by == "nonfinite"
+    # A loss that swings into the late blow-up is still its symptom.
+    swinging = Finding("loss-oscillation", WARNING, "lo", "m", "", (Evidence("loss", 1.0, None, 0, 1000, "fluctuation_over_level"),))
+    assert explain.explain([late, swinging], view)[1].explained_by == "nonfinite"
+
+
 def test_a_weaker_finding_never_hides_a_stronger_one():
     """A warning explosion does not explain a critical oscillation: the run's status never drops."""
     view = _view()

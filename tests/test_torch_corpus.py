@@ -181,7 +181,8 @@ def test_pooled_held_out_floors_as_measured(folds):
     # The twenty-second, forecast (above), scored once: 0.72, 1 of 13; pooled over twenty-two: 0.913 (0.9133), 5 of 282.
     # Then a long warm-up's fall counts as learning for an unstable loss (after forecast_onecycle): 0.915 (0.9147), 4 of 282.
     # The twenty-third, textcls (above), scored once: 0.72, 9 of 14; pooled over twenty-three: 0.902 (0.9019), 13 of 296.
-    assert folds["pooled_macro_f1"] >= 0.901
+    # Then a loss still long before a late blow-up is not the blow-up's symptom (after textcls' batch-2 run): 0.903 (0.9032).
+    assert folds["pooled_macro_f1"] >= 0.903
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to

@@ -38,6 +38,8 @@ ID = "explain"  # the section name in ``[thresholds.explain]``
 class Thresholds:
     blowup_window_share: float = knob(
         0.1, "nonfinite explains a symptom whose evidence reaches within this share of the run before the blow-up's onset")
+    still_before_share: float = knob(
+        0.5, "a loss that never learned or stopped moving is the blow-up's symptom only when the blow-up began within this share of the run")
 
 
 DEFAULTS = Thresholds()
@@ -94,10 +96,21 @@ def _blowup_window_start(nonfinite: Finding, symptom: Finding, view: RoleView, t
 
 def reaches_blowup(nonfinite: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
     """The symptom's evidence runs into the blow-up: its latest evidence ends at or after the
-    start of the blow-up window. A symptom whose evidence all ends well before it is independent."""
+    start of the blow-up window. A symptom whose evidence all ends well before it is independent, and
+    so is a loss that never learned or stopped moving (loss-oscillation's still verdicts) when the
+    blow-up came only in the last ``1 - still_before_share`` of the run: it had been still long before
+    (torch run textcls_batch_too_small, built blind: flat from step 29, its gradient norm 13x only from
+    step 258 of 300)."""
     window = _blowup_window_start(nonfinite, symptom, view, t)
     ends = _ends(symptom)
-    return window is not None and bool(ends) and max(ends) >= window
+    if window is None or not ends or max(ends) < window:
+        return False
+    if {e.code for e in symptom.evidence} in STILL_CODES:
+        onset, loss = blowup_onset(nonfinite), view.series("train_loss")
+        if onset is not None and loss is not None and len(loss) > 1:
+            first, last = float(loss.steps[0]), float(loss.steps[-1])
+            return onset <= first + t.still_before_share * (last - first)
+    return True
 
 
 def starts_in_blowup(nonfinite: Finding, symptom: Finding, view: RoleView, t: Thresholds) -> bool:
