@@ -194,15 +194,15 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # its training set: its train loss has nowhere left to fall, so it need not keep falling.
     memorised = np.isfinite(ratio_best) and ratio_best >= thresholds.climb_min_ratio and train_end <= train_best * (1 + thresholds.min_train_drop)
     trained_on = (train_drop >= thresholds.min_train_drop or memorised) and gap_growing
-    # One Kendall test of the val points after the minimum serves both the steady climb (its tau) and the
-    # opposite trends below (its p-value).
-    # The trends are read from the raw minimum when it comes first: smoothing a short val series can move its
-    # minimum a few evaluations later (public log P512: 0.521 at epoch 5, the smoothed minimum at epoch 8), and a
-    # climb read from there is too short to test though the raw points rise in order from epoch 5.
+    # A Kendall test of the val points after the minimum: its tau makes a steady climb.
+    climb = _trend(val.values[best:]) if points_after >= thresholds.climb_min_points else None
+    climb_tau = float(climb.statistic) if climb is not None else float("nan")
+    # The opposite trends below are read from the raw minimum when it comes first: smoothing a short val series
+    # can move its minimum a few evaluations later (public log P512: 0.521 at epoch 5, the smoothed minimum at
+    # epoch 8), and a climb read from there is too short to test though the raw points rise in order from epoch 5.
     trend_from = min(best, int(np.argmin(val.values)))
     trend_points = len(val.values) - 1 - trend_from
-    val_trend = _trend(val.values[trend_from:]) if trend_points >= thresholds.climb_min_points else None
-    climb_tau = float(val_trend.statistic) if val_trend is not None else float("nan")
+    val_trend = (climb if trend_from == best else _trend(val.values[trend_from:])) if trend_points >= thresholds.climb_min_points else None
     steady_climb = (rise >= thresholds.climb_min_rise and climb_tau >= thresholds.climb_min_tau
                     and ratio_end >= thresholds.climb_min_ratio)
     # Opposite trends: after the val minimum the val loss climbs in order while the train loss falls in
