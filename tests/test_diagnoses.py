@@ -279,6 +279,10 @@ def test_every_layer_still_after_a_blow_up_or_at_a_zero_loss_is_not_vanishing():
     finding = early(blown).finding("vanishing-gradients")
     assert not finding.is_problem and "blow-up" in finding.message, finding.message
     assert early(np.full(300, 1.0) + 0.01 * np.resize([1.0, -1.0], 300)).finding("vanishing-gradients").level == "critical"
+    # And the last layers still after a blow-up while the first ones are not: the blow-up again, not vanishing.
+    late_still = {**still, "grad_norm/layers.0.weight": (steps, np.full(300, 1e-3)), "grad_norm/layers.1.weight": (steps, np.full(300, 1e-3))}
+    late = analyze(RunHistory.from_series(RunRef("files", "p", "r"), {"train/loss": (steps, blown), **late_still}))
+    assert not late.finding("vanishing-gradients").is_problem, late.finding("vanishing-gradients").message
 
 
 def test_a_gradient_that_shrinks_at_every_layer_of_a_sigmoid_stack_is_vanishing():

@@ -91,8 +91,13 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     def ev(code: str, observed: float, threshold: float, detail: str, key: str = first_key):
         return Evidence(key, observed, threshold, steps[0], steps[1], code, detail)
 
-    other_cause = _stopped_for_another_reason(history, thresholds) if early_level < thresholds.tiny else None
-    if early_level < thresholds.tiny and late_level >= thresholds.min_late and other_cause is None:
+    # Asked whenever a tiny level is about to be judged: the first layers' (below) or every layer's.
+    other_cause = _stopped_for_another_reason(history, thresholds) if min(early_level, late_level) < thresholds.tiny else None
+    if other_cause is not None:
+        tiny = (f"every layer's gradient norm is tiny (last layers {c.fmt(late_level)})" if late_level < thresholds.tiny else
+                f"the first layers' gradient norm is tiny ({c.fmt(early_level)}; last layers {c.fmt(late_level)})")
+        return c.ok(_SELF, f"{tiny}, but {other_cause}")
+    if early_level < thresholds.tiny and late_level >= thresholds.min_late:
         # One item per early layer, so every layer the message counts is named (the dashboard
         # outlines exactly these rows of its heatmap).
         evidence = [
@@ -107,11 +112,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         message = (f"the first {k} of {len(layers)} layers get gradient norms of {c.fmt(early_level)} (below {c.fmt(thresholds.tiny)}) "
                    f"while the last layers get {c.fmt(late_level)}: gradients vanish before reaching {layers[0][0]}.")
         return c.problem(_SELF, True, message, RECOMMENDATION, evidence)
-    if early_level < thresholds.tiny and other_cause is not None:
-        return c.ok(_SELF, f"the first layers' gradient norm is tiny ({c.fmt(early_level)}; last layers {c.fmt(late_level)}), but {other_cause}")
     if late_level < thresholds.tiny:
-        if other_cause is not None:
-            return c.ok(_SELF, f"every layer's gradient norm is tiny (last layers {c.fmt(late_level)}), but {other_cause}")
         message = f"every layer's gradient norm is tiny (last layers {c.fmt(late_level)}, first {c.fmt(early_level)}): the network has stopped learning."
         return c.problem(_SELF, False, message, RECOMMENDATION,
                          [ev("all_layers_tiny", late_level, thresholds.tiny, "median gradient norm of the last layers", last_key)])
