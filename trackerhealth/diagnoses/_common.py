@@ -90,12 +90,14 @@ def adversarial_pair(view: RoleView) -> tuple[str, str] | None:
 
 
 def adversarial_skip(module, view: RoleView) -> Finding | None:
-    """``skipped`` when the training loss is one side of a GAN's adversarial pair (:mod:`trackerhealth.adversarial`):
+    """``skipped`` when the training loss is one side of a GAN's adversarial pair (:func:`adversarial_pair`):
     its course is a game, not a descent, so the rules that read a falling loss as learning do not apply."""
-    other = adversarial.counterpart(view.key("train_loss"), view.history.keys())
-    if other is None:
+    pair = adversarial_pair(view)
+    if pair is None:
         return None
-    return skipped(module, f"{view.key('train_loss')} is one side of an adversarial pair with {other} (a GAN): "
+    mine = view.key("train_loss")
+    other = pair[1] if pair[0] == mine else pair[0]
+    return skipped(module, f"{mine} is one side of an adversarial pair with {other} (a GAN): "
                            "a generator's loss may rise and a discriminator's sit flat in healthy training, so its "
                            "course is not judged as a descent")
 

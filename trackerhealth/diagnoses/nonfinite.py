@@ -193,7 +193,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
 
     # A GAN's generator loss may climb 10x its start in healthy training (trackerhealth.adversarial): its level
     # is no evidence of a blow-up. A NaN (above) and an exploding gradient norm (below) still are.
-    diverged = _divergence(history, thresholds) if c.adversarial_skip(module, history) is None else None
+    diverged = _divergence(history, thresholds) if c.adversarial_pair(history) is None else None
     if diverged is not None:
         return diverged
     exploded = _gradient_explosion(history, grad, thresholds)

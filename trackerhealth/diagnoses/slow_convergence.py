@@ -280,11 +280,11 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
 
 
 def run(history: RoleView, thresholds: Thresholds) -> Finding:
-    # A finished 10-29 epoch log (Keras CSVLogger's one row per epoch: public log P483, a 20-epoch crawl 1.39 ->
-    # 1.18 that never bends) is judged like a longer one; a live run's first epochs are too early to call.
     adversarial = c.adversarial_skip(_SELF, history)
     if adversarial is not None:
         return adversarial
+    # A finished 10-29 epoch log (Keras CSVLogger's one row per epoch: public log P483, a 20-epoch crawl 1.39 ->
+    # 1.18 that never bends) is judged like a longer one; a live run's first epochs are too early to call.
     needed = thresholds.min_points if c.still_training(history) else thresholds.short_min_points
     loss, reason = c.judged_loss(history, needed)
     if loss is None:
