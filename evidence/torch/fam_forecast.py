@@ -67,7 +67,8 @@ from .common import (
     seed_all,
     shrink_init,
 )
-from .family_runs import FamilyRuns, TwinChecks, describe_injections
+from .family_runs import (FamilyRuns, TwinChecks, batches_per_epoch, describe_injections, shard_steps_for,
+                           with_val_extras)
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
 
@@ -210,10 +211,6 @@ def epoch_order(n: int, cfg: dict, epoch: int) -> list[np.ndarray]:
     return [order[i:i + b] for i in range(0, n, b)]
 
 
-def per_epoch(cfg: dict, n_train: int) -> int:
-    return -(-n_train // cfg["batch_size"])
-
-
 def batches_for(data: tuple, cfg: dict):
     """``batches(epoch)`` of (x, y, aux target): in memory, or the window ids through a real DataLoader (``fast``: a
     TensorDataset; ``slow_io``: each window takes ``io_delay_s`` to arrive) with the same batches as its sampler."""
@@ -326,7 +323,7 @@ class Runs(FamilyRuns):
         batches = batches_for(data, cfg)
         n_train = len(data[0])
         if corrupt is not None:
-            batches = corrupt(batches, per_epoch(cfg, n_train))
+            batches = corrupt(batches, batches_per_epoch(cfg, n_train))
         state = {"mae_usd": float("nan")}
         val_fn = val_fn_for(model, val, s["std"], state)
         if cfg["early_stop"]:
@@ -338,24 +335,12 @@ class Runs(FamilyRuns):
         log = open_run(style, self.root, name, logged)
         names = NAMES[naming]
         mae_key = names["val_loss"].replace("loss", "mae_usd")
-        emit = log.log
-
-        def log_with_mae(metrics, step):  # the dollar MAE rides on the row that holds the val loss
-            if names["val_loss"] in metrics:
-                metrics = {**metrics, mae_key: state["mae_usd"]}
-            emit(metrics, step)
-        log.log = log_with_mae
+        log.log = with_val_extras(log.log, names["val_loss"], lambda: {mae_key: state["mae_usd"]})
         res = fit(model, batches, forecast_loss(cfg), opt, log, epochs=100_000, naming=naming,
                   scheduler=make_scheduler(opt, cfg), val_fn=val_fn, val_every=val_every, log_every=log_every,
                   layer_grads=grad_layers(cfg), clip=cfg["clip"], before_step=before_step, max_steps=cfg["max_steps"])
         file = self.keep(name, log, res)
         return file, logged
-
-
-def shard_steps_for(cfg: dict, batch_ids: tuple[int, ...], n_train: int) -> list[float]:
-    """The 1-based steps (after the first epoch) that meet the shard's batches without shuffling."""
-    n = per_epoch(cfg, n_train)
-    return [float(ep * n + k + 1) for ep in range(1, 1000) for k in batch_ids if ep * n + k + 1 <= cfg["max_steps"]]
 
 
 def build(root: Path, only: set[str] | None) -> list[dict]:

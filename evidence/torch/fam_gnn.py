@@ -68,7 +68,8 @@ from .common import (
     seed_all,
     shrink_init,
 )
-from .family_runs import FamilyRuns, TwinChecks, describe_injections
+from .family_runs import (FamilyRuns, TwinChecks, batches_per_epoch, describe_injections, shard_steps_for,
+                           with_val_extras)
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
 
@@ -251,10 +252,6 @@ def batches_for(graph: Graph, train_idx: np.ndarray, y: torch.Tensor, cfg: dict)
     return loader
 
 
-def per_epoch(cfg: dict, n_train: int) -> int:
-    return -(-n_train // cfg["batch_size"])
-
-
 def feature_nan_at(step: int, feature: int = 36):
     """A corrupt record: one feature of one node in the subgraph of the batch met at ``step`` reads NaN (a corrupt
     feature row in the store the batch was gathered from); every other batch is untouched."""
@@ -343,7 +340,7 @@ class Runs(FamilyRuns):
         opt = make_optimizer(model.parameters(), cfg)
         batches = batches_for(graph, train_idx, y, cfg)
         if corrupt is not None:
-            batches = corrupt(batches, per_epoch(cfg, len(train_idx)))
+            batches = corrupt(batches, batches_per_epoch(cfg, len(train_idx)))
         state = {"acc": float("nan")}
         val_fn = val_fn_for(model, graph, state)
         if cfg["early_stop"]:
@@ -355,22 +352,12 @@ class Runs(FamilyRuns):
         log = open_run(style, self.root, name, logged)
         names = NAMES[naming]
         acc_key = names["val_loss"].replace("loss", "acc")
-        emit = log.log
-
-        def log_with_acc(metrics, step):  # the accuracy rides on the row that holds the val loss
-            emit({**metrics, acc_key: state["acc"]} if names["val_loss"] in metrics else metrics, step)
-        log.log = log_with_acc
+        log.log = with_val_extras(log.log, names["val_loss"], lambda: {acc_key: state["acc"]})
         res = fit(model, batches, node_loss(cfg), opt, log, epochs=100_000, naming=naming,
                   scheduler=make_scheduler(opt, cfg), val_fn=val_fn, val_every=val_every, log_every=log_every,
                   layer_grads=grad_layers(cfg), clip=cfg["clip"], before_step=before_step, max_steps=cfg["max_steps"])
         file = self.keep(name, log, res)
         return file, logged
-
-
-def shard_steps_for(cfg: dict, batch_ids: tuple[int, ...]) -> list[float]:
-    """The 1-based steps (after the first epoch) that meet the shard's batches without shuffling."""
-    n = per_epoch(cfg, N_TRAIN)
-    return [float(ep * n + k + 1) for ep in range(1, 1000) for k in batch_ids if ep * n + k + 1 <= cfg["max_steps"]]
 
 
 def build(root: Path, only: set[str] | None) -> list[dict]:
@@ -441,7 +428,7 @@ def build(root: Path, only: set[str] | None) -> list[dict]:
     shard = (20, 21)
     noshuf = {"shuffle": False}
     if want("gnn_bad_shard_noshuffle", "gnn_twin_noshuffle"):
-        steps = shard_steps_for({**BASE, **noshuf}, shard)
+        steps = shard_steps_for({**BASE, **noshuf}, shard, N_TRAIN)
         twin_run("gnn_twin_noshuffle", "csv", noshuf,
                  "Adam 1e-2, target nodes in the split's order without shuffling, every feature scaled: the bad "
                  "shard's twin.")

@@ -62,7 +62,7 @@ from . import truth
 from ._pipeline import SlowIODataset
 from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, seed_all
 from .common import nan_pixel_at, shrink_init
-from .family_runs import FamilyRuns, TwinChecks, describe_injections
+from .family_runs import FamilyRuns, TwinChecks, describe_injections, with_val_extras
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
 
@@ -342,11 +342,7 @@ class Runs(FamilyRuns):
         log = open_run(style, self.root, name, logged)
         names = NAMES[naming]
         acc_key = names["val_loss"].replace("loss", "knn_acc")
-        emit = log.log
-
-        def log_with_acc(metrics, step):  # the kNN accuracy rides on the row that holds the val loss
-            emit({**metrics, acc_key: state["acc"]} if names["val_loss"] in metrics else metrics, step)
-        log.log = log_with_acc
+        log.log = with_val_extras(log.log, names["val_loss"], lambda: {acc_key: state["acc"]})
         res = fit(model, batches, triplet_loss(cfg), opt, log, epochs=100_000, naming=naming,
                   scheduler=make_scheduler(opt, cfg), val_fn=val_fn, val_every=val_every, log_every=log_every,
                   layer_grads=grad_layers(cfg), clip=cfg["clip"], before_step=before_step, max_steps=cfg["max_steps"])

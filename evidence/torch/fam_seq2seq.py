@@ -58,7 +58,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from . import _text, truth
 from ._pipeline import SlowIODataset
 from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, seed_all, shrink_init
-from .family_runs import FamilyRuns, TwinChecks, describe_injections
+from .family_runs import (FamilyRuns, TwinChecks, batches_per_epoch, describe_injections, shard_steps_for,
+                           with_val_extras)
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
 
@@ -283,10 +284,6 @@ def batches_for(data: tuple, cfg: dict):
     return loader
 
 
-def per_epoch(cfg: dict, n_train: int) -> int:
-    return -(-n_train // cfg["batch_size"])
-
-
 def mask_nan_at(step: int):
     """A corrupt record: the stored loss mask of one token of one word in the batch met at ``step`` reads NaN (a
     corrupt row in the shard the batch was read from); every other batch is untouched."""
@@ -389,7 +386,7 @@ class Runs(FamilyRuns):
         opt = make_optimizer(model.parameters(), cfg)
         batches = batches_for(data, cfg)
         if corrupt is not None:
-            batches = corrupt(batches, per_epoch(cfg, len(train_w)))
+            batches = corrupt(batches, batches_per_epoch(cfg, len(train_w)))
         state = {"token_acc": float("nan"), "word_acc": float("nan")}
         val_fn = val_fn_for(model, val, state)
         if cfg["early_stop"]:
@@ -400,24 +397,13 @@ class Runs(FamilyRuns):
         log = open_run(style, self.root, name, logged)
         names = NAMES[naming]
         tok_key, word_key = (names["val_loss"].replace("loss", k) for k in ("token_acc", "word_acc"))
-        emit = log.log
-
-        def log_with_acc(metrics, step):  # the accuracies ride on the row that holds the val loss
-            if names["val_loss"] in metrics:
-                metrics = {**metrics, tok_key: state["token_acc"], word_key: state["word_acc"]}
-            emit(metrics, step)
-        log.log = log_with_acc
+        log.log = with_val_extras(log.log, names["val_loss"],
+                                  lambda: {tok_key: state["token_acc"], word_key: state["word_acc"]})
         res = fit(model, batches, seq_loss(cfg), opt, log, epochs=100_000, naming=naming,
                   scheduler=make_scheduler(opt, cfg), val_fn=val_fn, val_every=val_every, log_every=log_every,
                   layer_grads=grad_layers(cfg), clip=cfg["clip"], before_step=before_step, max_steps=cfg["max_steps"])
         file = self.keep(name, log, res)
         return file, logged
-
-
-def shard_steps_for(cfg: dict, batch_ids: tuple[int, ...], n_train: int) -> list[float]:
-    """The 1-based steps (after the first epoch) that meet the shard's batches without shuffling."""
-    n = per_epoch(cfg, n_train)
-    return [float(ep * n + k + 1) for ep in range(1, 1000) for k in batch_ids if ep * n + k + 1 <= cfg["max_steps"]]
 
 
 def build(root: Path, only: set[str] | None) -> list[dict]:

@@ -31,7 +31,6 @@ batch and the small-subset overfit are not confirmed and are kept unlabelled (se
 from __future__ import annotations
 
 import importlib.metadata
-import math
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -46,7 +45,8 @@ from . import truth
 from ._pipeline import SlowIODataset
 from ._text import _strip
 from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, seed_all, shrink_init
-from .family_runs import FamilyRuns, TwinChecks, describe_injections
+from .family_runs import (FamilyRuns, TwinChecks, batches_per_epoch, describe_injections, shard_steps_for,
+                           with_val_extras)
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
 
@@ -220,10 +220,6 @@ def epoch_order(n: int, cfg: dict, epoch: int) -> list[np.ndarray]:
     return [order[i:i + b] for i in range(0, n, b)]
 
 
-def per_epoch(cfg: dict, n_train: int) -> int:
-    return -(-n_train // cfg["batch_size"])
-
-
 def batches_for(data: tuple, cfg: dict):
     n = len(data[0])
     if cfg["loader"] == "memory":
@@ -345,7 +341,7 @@ class Runs(FamilyRuns):
         batches = batches_for(data, cfg)
         n_train = len(data[0])
         if corrupt is not None:
-            batches = corrupt(batches, per_epoch(cfg, n_train))
+            batches = corrupt(batches, batches_per_epoch(cfg, n_train))
         state = {"acc": float("nan")}
         val_fn = val_fn_for(model, val, state)
         if cfg["early_stop"]:
@@ -357,24 +353,12 @@ class Runs(FamilyRuns):
         log = open_run(style, self.root, name, logged)
         names = NAMES[naming]
         acc_key = names["val_loss"].replace("loss", "acc")
-        emit = log.log
-
-        def log_with_acc(metrics, step):  # the val accuracy rides on the row that holds the val loss
-            if names["val_loss"] in metrics:
-                metrics = {**metrics, acc_key: state["acc"]}
-            emit(metrics, step)
-        log.log = log_with_acc
+        log.log = with_val_extras(log.log, names["val_loss"], lambda: {acc_key: state["acc"]})
         res = fit(model, batches, textcls_loss(cfg), opt, log, epochs=100_000, naming=naming,
                   scheduler=scheduler_for(opt, cfg), val_fn=val_fn, val_every=val_every, log_every=log_every,
                   layer_grads=grad_layers(cfg), clip=cfg["clip"], before_step=before_step, max_steps=cfg["max_steps"])
         file = self.keep(name, log, res)
         return file, logged
-
-
-def shard_steps_for(cfg: dict, batch_ids: tuple[int, ...], n_train: int) -> list[float]:
-    """The 1-based steps (after the first epoch) that meet the shard's batches without shuffling."""
-    n = per_epoch(cfg, n_train)
-    return [float(ep * n + k + 1) for ep in range(1, 1000) for k in batch_ids if ep * n + k + 1 <= cfg["max_steps"]]
 
 
 def build(root: Path, only: set[str] | None) -> list[dict]:

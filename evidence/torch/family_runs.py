@@ -85,6 +85,25 @@ def batches_for(x, y, cfg: dict, default_delay_s: float):
                           delay_s=cfg.get("io_delay_s", default_delay_s), shuffle=cfg["shuffle"])
 
 
+def batches_per_epoch(cfg: dict, n_train: int) -> int:
+    """Batches in one epoch of ``n_train`` samples at ``cfg["batch_size"]`` (the last one partial)."""
+    return -(-n_train // cfg["batch_size"])
+
+
+def shard_steps_for(cfg: dict, batch_ids: tuple[int, ...], n_train: int) -> list[float]:
+    """The 1-based steps (after the first epoch) that meet the shard's batches without shuffling."""
+    n = batches_per_epoch(cfg, n_train)
+    return [float(ep * n + k + 1) for ep in range(1, 1000) for k in batch_ids if ep * n + k + 1 <= cfg["max_steps"]]
+
+
+def with_val_extras(emit, val_key: str, extras):
+    """``emit`` with ``extras()`` (the metrics one validation pass measured beside its loss: an accuracy, a MAE)
+    added to the row that holds ``val_key``, so they land on the evaluation's step."""
+    def log(metrics: dict, step):
+        emit({**metrics, **extras()} if val_key in metrics else metrics, step)
+    return log
+
+
 class TwinChecks:
     """What a family's ``build`` does around its training: its twins, and each fault run trained and labelled by
     its check against a twin (``check(fault_tap, twin_tap, name, twin_name) -> (ok, measures)``).
