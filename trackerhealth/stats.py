@@ -149,10 +149,6 @@ def mad(values: np.ndarray) -> float:
     return float(MAD_TO_SIGMA * median(np.abs(values - med)))
 
 
-
-
-
-
 def spikes(values: np.ndarray, window: int, z: float, min_rel: float) -> np.ndarray:
     """Indices of isolated upward spikes: far above a rolling median in robust (MAD) units.
 
