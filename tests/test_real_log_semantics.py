@@ -844,6 +844,27 @@ def test_a_loss_that_climbs_an_order_of_magnitude_above_its_start_blew_up_even_w
     assert not any(e.code == "loss_above_start" for e in _report(loss=crossing).finding("nonfinite").evidence)
 
 
+def test_a_blow_up_in_the_first_logs_is_measured_against_the_gradient_norms_after_it():
+    # Torch run seq2seq_gradient_explosion_noclip (built blind; scored once: loss-oscillation): SGD at lr 30 without
+    # clipping, the loss 3.4 -> 1329 by step 87 and ~400-900 after, the gradient norm 4.1e4 at step 11 against ~4
+    # after it. The blow-up came before any gradient norm could set a baseline, so the spike is measured against
+    # the norms logged after it, at the critical factor (100x) instead of the spike factor (10x).
+    finding = _torch_run("seq2seq_gradient_explosion_noclip").finding("nonfinite")
+    assert finding.level == "critical", finding.message
+    assert [e.code for e in finding.evidence][:2] == ["loss_above_start", "grad_norm_spike_before_divergence"], finding.message
+    assert "x its median after the blow-up" in finding.message
+    # The same shape in numbers: the loss level held at 200x its start from the third log, the gradient norm at
+    # its peak 1000x what it settled to; a peak only 50x what follows is no explosion seen by the norm.
+    steps = np.arange(300, dtype=float)
+    loss = np.r_[3.4, 3.5, np.full(298, 700.0)] + _noise(8, 1.0)[:300]
+    grad = np.r_[0.3, 4000.0, np.full(298, 4.0)] * (1 + 0.05 * np.abs(_noise(9, 1.0)[:300]))
+    exploded = analyze(RunHistory.from_series(REF, {"train/loss": (steps, loss), "grad_norm": (steps, grad)}))
+    assert exploded.finding("nonfinite").level == "critical", exploded.finding("nonfinite").message
+    grad[1] = 200.0
+    calm = analyze(RunHistory.from_series(REF, {"train/loss": (steps, loss), "grad_norm": (steps, grad)}))
+    assert not any(e.code == "loss_above_start" for e in calm.finding("nonfinite").evidence)
+
+
 def _gan(gen, dis, extra=None):
     steps = np.arange(1, len(gen) + 1, dtype=float)
     series = {"loss_gen": (steps, gen), "loss_dis": (steps, dis), **(extra or {})}

@@ -23,7 +23,8 @@ A finite blow-up is critical too (evidence ``loss_divergence``): a loss that had
 ``learned_share`` of its start and whose level (block medians) then jumps, within ``jump_share`` of
 the run, at least ``rebound`` of the way back to its start — an exploding update, an LR spike at a
 restart, an fp16 loss-scale collapse. When a gradient norm is logged it must spike past
-``spike_factor`` × its earlier median there, and that spike is the onset; a loss that climbs back
+``spike_factor`` × its earlier median there (past ``critical_factor`` × its median after the blow-up when the
+blow-up came within the first logs, before any norm could set a baseline), and that spike is the onset; a loss that climbs back
 more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up. A loss level held at
 ``start_factor`` × its start (the first block's level or first point, the lower) has blown up whether or not the
 log shows it learning first (evidence ``loss_above_start``; the same gradient-norm check). Neither finite blow-up is
@@ -433,15 +434,22 @@ def _blow_up(history: RoleView, onset: float, until: float, evidence: Evidence, 
         near = (g.steps >= onset) & (g.steps <= until)
         earlier = g.steps < onset
         spiked = False
-        if near.any() and earlier.sum() >= thresholds.min_points_before:
-            base = stats.median(g.values[earlier])
+        later = g.steps > until
+        # A blow-up within the first logs has no gradient norms before it to set a baseline (torch run
+        # seq2seq_gradient_explosion_noclip: SGD at lr 30, the norm 4e4 at step 11, ~4 after). The norms logged
+        # after it stand in, at the critical factor: a healthy run's first gradients can be 10-100x its later ones.
+        before = earlier.sum() >= thresholds.min_points_before
+        if near.any() and (before or later.sum() >= thresholds.min_points_before):
+            base = stats.median(g.values[earlier] if before else g.values[later])
+            factor = thresholds.spike_factor if before else thresholds.critical_factor
             peak_i = int(np.argmax(np.where(near, g.values, -np.inf)))
             peak = float(g.values[peak_i])
-            if base > 0 and peak > thresholds.spike_factor * base:
+            if base > 0 and peak > factor * base:
                 onset = float(g.steps[peak_i])
-                found.append(Evidence(history.key("grad_norm"), peak, thresholds.spike_factor * base, onset, until,
-                                      "grad_norm_spike_before_divergence", f"{c.fmt(peak / base)}x the median {c.fmt(base)}"))
-                detail = f", after the gradient norm spiked to {c.fmt(peak / base)}x its median"
+                which = "its median" if before else "its median after the blow-up"
+                found.append(Evidence(history.key("grad_norm"), peak, factor * base, onset, until,
+                                      "grad_norm_spike_before_divergence", f"{c.fmt(peak / base)}x {which.replace('its ', 'the ')} {c.fmt(base)}"))
+                detail = f", after the gradient norm spiked to {c.fmt(peak / base)}x {which}"
                 spiked = True
         if not spiked:
             return None
