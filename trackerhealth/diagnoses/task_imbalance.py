@@ -24,7 +24,10 @@ training image has a box) and is left out. So is a penalty that grew — a term 
 regulariser (``kl``, ``kld``, ``reg``, ``penalty``) that rose, over the run or over its last part: a VAE's KL to its prior starts
 near 0 and grows exactly as the code starts to carry information, traded against the reconstruction that
 dominates the sum; it is the model learning, not a task left behind. Such a term still counts in the shares,
-and one that stays flat or lags is judged as any task.
+and one that stays flat or lags is judged as any task. A mixture-of-experts load-balancing term (named ``balance``,
+``balancing`` or ``router``) is never the task left behind, flat or not: it keeps the experts' load even and a fresh
+router already sits near its floor, so flat is its healthy course. It too counts in the shares: a coefficient so
+large that it dominates while the task term stalls is this fault.
 
 **Why it matters.** The optimizer follows the dominant term's gradient; the flat task is not being
 trained, whatever its weight in the report.
@@ -72,6 +75,12 @@ REAL_CASES = (
 # grew is not neglected (torch family vae: the ELBO's KL grew 5-35x on every healthy run, 97 % of the sum
 # being reconstruction; public log P172's reg_loss switched on late in the run).
 _PENALTY_WORDS = frozenset({"kl", "kld", "kldiv", "reg", "penalty", "regularization", "regularisation"})
+# Words that name a mixture-of-experts load-balancing (router) term. It is no task to be trained: it keeps the
+# experts' load even, and a fresh router is already near its floor (about 1x its coefficient for an even split),
+# so flat, or rising a little as the experts specialise, is its healthy course (torch family moe, built blind:
+# its balance term was called "not being trained" on 15 of 35 runs). It still counts in the shares, so a
+# coefficient so large that the term dominates while the task stalls is still found.
+_BALANCE_WORDS = frozenset({"balance", "balancing", "router"})
 
 
 @dataclass(frozen=True)
@@ -122,7 +131,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
             change = min(change, (late_start - late_end) / (abs(late_start) or 1e-12))  # 1e-12: a numeric guard
         changes.append(change)
         falls.append(_log_fall(head, end))
-        grown_penalties.append(bool(_PENALTY_WORDS & set(tokens(key))) and change < 0)
+        words = set(tokens(key))
+        grown_penalties.append(bool(_BALANCE_WORDS & words) or (bool(_PENALTY_WORDS & words) and change < 0))
         names.append((label, key))
         spans.append((float(f.steps[0]), float(f.steps[-1])))
     if len(levels) < 2:
