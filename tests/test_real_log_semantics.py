@@ -884,6 +884,26 @@ def test_a_load_balancing_term_that_dominates_while_the_task_stalls_is_still_imb
     assert _report(loss=ce + flat, loss_ce=ce, loss_aux=flat).finding("task-imbalance").is_problem
 
 
+def test_a_run_whose_val_and_train_losses_both_lost_their_progress_is_unstable():
+    # Torch run moe_batch_too_small (built blind; batch 2 at Adam 0.05): the loss fell 89 % and then swings 137 % of its
+    # level; its val loss ended 2.4x its best, its train loss 17 % above its level then. Overfitting rightly refused it
+    # (the train loss did not keep falling), and nothing else spoke.
+    finding = _torch_run("moe_batch_too_small").finding("loss-oscillation")
+    assert finding.is_problem and finding.evidence[0].code == "lost_progress", finding.message
+    # In numbers: val 1.0 at its best, 1.8 at the end; the train loss 0.5 then and 0.8 at the end.
+    epochs = np.arange(1.0, 41.0)
+    train = np.r_[np.linspace(2.0, 0.5, 15), np.full(5, 0.5), np.linspace(0.5, 0.8, 20)] * (1 + 0.01 * np.sin(epochs))
+    val = np.r_[np.linspace(2.0, 1.0, 20), np.linspace(1.0, 1.8, 20)]
+    lost = analyze(RunHistory.from_series(REF, {"train/loss": (epochs, train), "val/loss": (epochs, val)}))
+    assert any(e.code == "lost_progress" for e in lost.finding("loss-oscillation").evidence), lost.finding("loss-oscillation").message
+    # The same val rise with the train loss still falling is overfitting's to judge, and with the train loss merely
+    # flat (public log P130, healthy) it is not lost progress.
+    for after in (np.linspace(0.5, 0.2, 20), np.full(20, 0.5)):
+        train = np.r_[np.linspace(2.0, 0.5, 15), np.full(5, 0.5), after] * (1 + 0.01 * np.sin(epochs))
+        report = analyze(RunHistory.from_series(REF, {"train/loss": (epochs, train), "val/loss": (epochs, val)}))
+        assert not any(e.code == "lost_progress" for e in report.finding("loss-oscillation").evidence)
+
+
 def _gan(gen, dis, extra=None):
     steps = np.arange(1, len(gen) + 1, dtype=float)
     series = {"loss_gen": (steps, gen), "loss_dis": (steps, dis), **(extra or {})}

@@ -109,7 +109,7 @@ FLOORS = {
     "nonfinite": (0.98, 0.95),
     "overfitting": (0.93, 0.71),
     "vanishing-gradients": (1.0, 0.90),
-    "loss-oscillation": (0.88, 0.84),
+    "loss-oscillation": (0.89, 0.86),
     "slow-convergence": (0.67, 0.71),
     "task-imbalance": (1.0, 1.0),
 }
@@ -189,8 +189,9 @@ def test_pooled_held_out_floors_as_measured(folds):
     # Then a finite blow-up within the first logs is measured against the gradient norms after it, at 100x (after
     # seq2seq's unclipped explosion): 0.904 (0.9041). The twenty-fourth, moe (above), scored once: 0.47, 5 of 20;
     # pooled over twenty-four: 0.85, 18 of 316. Then a load-balancing term is no task left behind: moe 0.81, 0 of 20;
-    # pooled 0.903 (0.9026), 13 of 316.
-    assert folds["pooled_macro_f1"] >= 0.902
+    # pooled 0.903 (0.9026), 13 of 316. Then a val loss ending 50 % above its best beside a train loss ending 15 %
+    # above its level then is lost progress (after moe's batch-2 run): 0.904 (0.9041).
+    assert folds["pooled_macro_f1"] >= 0.904
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -297,8 +298,8 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     # grouped is 0.916 (held-out thresholds: 0.937); over eighteen families 0.908 (0.922); over nineteen 0.892 (0.903),
     # then 0.903 (0.917), then 0.918 (0.932); over twenty 0.918 (0.931); over twenty-one 0.911 (0.924), then 0.913 (0.926),
     # then 0.917 (0.930); over twenty-two 0.914 (0.925), then 0.915 (0.926); over twenty-three 0.900 (0.922); over
-    # twenty-four 0.903 (0.923).
-    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.902
+    # twenty-four 0.903 (0.923), then 0.904 (0.925).
+    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.903
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():

@@ -62,7 +62,12 @@ A training loss judged ``ok`` by all of the above is still flagged when its val 
 evaluation to the next while the train loss does not: ``val_swing_share`` or more of the consecutive
 changes of ``val_swing_min_points``-plus finite evaluations are ``val_swing_factor`` × or more either way,
 where the train loss's own consecutive changes are not (evidence ``val_loss_swings``, a warning) — the
-model as evaluated is unstable, whatever its training curve says.
+model as evaluated is unstable, whatever its training curve says. So is one whose val loss ends (the median of its
+last ``lost_end_points`` evaluations) ``lost_val_rise`` or more above its best evaluation while the train loss ends
+``lost_train_rise`` or more above its level at that evaluation (medians of ``lost_level_points`` points; at least
+``lost_min_points`` evaluations; evidence ``lost_progress``, a warning): the run lost what it had learned on its
+training data too — not overfitting, which a train loss still falling would show, but updates that undo the
+progress (an LR too high, a batch too small) or a blow-up it never recovered from.
 
 A finished run with fewer than ``min_points`` points but at least ``short_min_points`` (a 10–29 epoch
 log) is judged on its overall change only: rising or never learned as above, else ``ok`` with a note
@@ -185,6 +190,11 @@ class Thresholds:
     val_swing_factor: float = knob(3.0, "a change between consecutive evaluations of the val loss this many times (either way) is a swing")
     val_swing_share: float = knob(0.25, "a val loss swinging at this share of its consecutive evaluations (the train loss not) is unstable")
     val_swing_min_points: int = knob(8, "finite val-loss evaluations needed to judge its swings")
+    lost_val_rise: float = knob(0.5, "a val loss ending this share or more above its best evaluation (and ...)")
+    lost_train_rise: float = knob(0.15, "(and) a train loss ending this share or more above its level at that evaluation lost its progress")
+    lost_end_points: int = knob(2, "evaluations at the end whose median is the val loss's end level")
+    lost_level_points: int = knob(5, "train points whose median is the train level at the val loss's best and at the end")
+    lost_min_points: int = knob(5, "finite val-loss evaluations needed to judge lost progress")
     gan_parts: int = knob(10, "a GAN's losses are compared over their first and last 1/this (medians)")
     gan_dis_end: float = knob(0.25, "a GAN whose discriminator loss ends at this share of its start or less (and ...)")
     gan_gen_rise: float = knob(2.0, "(and) whose generator loss ends this many times its start or more: the discriminator won")
@@ -198,7 +208,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     finding = _judge_train_loss(history, thresholds)
     if finding.level != "ok":
         return finding
-    return _val_swings(history, thresholds) or finding
+    return _val_swings(history, thresholds) or _lost_progress(history, thresholds) or finding
 
 
 def _discriminator_won(history: RoleView, thresholds: Thresholds) -> Finding | None:
@@ -256,6 +266,46 @@ def _val_swings(history: RoleView, thresholds: Thresholds) -> Finding | None:
                "like that. The model as evaluated is unstable: a learning rate too high for it, BatchNorm statistics "
                "from batches too small, or an evaluation on too few batches.")
     return c.problem(_SELF, False, message, VAL_SWINGS_RECOMMENDATION, evidence)
+
+
+def _lost_progress(history: RoleView, thresholds: Thresholds) -> Finding | None:
+    """A val loss that ends ``lost_val_rise`` above its best while the train loss ends ``lost_train_rise`` above its
+    level at that best: both sets lost what the model had learned. Torch run moe_batch_too_small (built blind: batch
+    2 at Adam 0.05) swings 137 % of its level after falling 89 %, its val loss ending 2.4x its best and its train
+    loss 17 % above its level then, and overfitting rightly refused it (the train loss did not keep falling) — so
+    nothing was said. Over the torch corpus and the labelled public logs, every run with a val rise of 50 % and a
+    train rise of 15 % after the val best is faulty (LR too high, batch too small, a blow-up, a task swamped; the
+    healthy ones with such val rises end with the train loss at or below its level then: P130, P51). Written after
+    that run, in-sample for it."""
+    val, train = history.series("val_loss"), history.series("train_loss")
+    if val is None or train is None:
+        return None
+    val, train = c.until_first_nonfinite(val).finite(), c.until_first_nonfinite(train).finite()
+    if len(val) < thresholds.lost_min_points or (val.values <= 0).any():
+        return None
+    best = int(np.argmin(val.values))
+    best_step, best_value = float(val.steps[best]), float(val.values[best])
+    end_value = stats.median(val.values[-thresholds.lost_end_points:])
+    before = train.values[train.steps <= best_step]
+    after = train.values[train.steps > best_step]
+    if len(before) < thresholds.lost_level_points or len(after) < thresholds.lost_level_points:
+        return None
+    train_then = stats.median(before[-thresholds.lost_level_points:])
+    train_end = stats.median(train.values[-thresholds.lost_level_points:])
+    if not train_then > 0:
+        return None
+    val_rise, train_rise = end_value / best_value - 1, train_end / train_then - 1
+    if val_rise < thresholds.lost_val_rise or train_rise < thresholds.lost_train_rise:
+        return None
+    vkey, key = history.key("val_loss"), history.key("train_loss")
+    evidence = [Evidence(vkey, val_rise, thresholds.lost_val_rise, best_step, float(val.steps[-1]), "lost_progress",
+                         f"val loss {c.fmt(best_value)} at its best, {c.fmt(end_value)} at the end"),
+                Evidence(key, train_rise, thresholds.lost_train_rise, best_step, float(train.steps[-1]), "train_loss_rose_after_val_best",
+                         f"train loss {c.fmt(train_then)} at the val best, {c.fmt(train_end)} at the end")]
+    message = (f"{vkey} ended {c.fmt(100 * val_rise)}% above its best ({c.fmt(best_value)} at step {c.fmt_step(best_step)}), and {key} "
+               f"ended {c.fmt(100 * train_rise)}% above its level then: the run lost what it had learned, on its training data "
+               "too. Not overfitting (the train loss would have kept falling): the updates undo the progress.")
+    return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
 
 
 def _judge_train_loss(history: RoleView, thresholds: Thresholds) -> Finding:
