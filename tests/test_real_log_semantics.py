@@ -863,6 +863,14 @@ def test_a_blow_up_in_the_first_logs_is_measured_against_the_gradient_norms_afte
     grad[1] = 200.0
     calm = analyze(RunHistory.from_series(REF, {"train/loss": (steps, loss), "grad_norm": (steps, grad)}))
     assert not any(e.code == "loss_above_start" for e in calm.finding("nonfinite").evidence)
+    # A blow-up that did not hold: the torch LR sweep's run at lr 0.3 shot up 227x in its second step and then sat at
+    # ln 10 to the end. That loss never learned (loss-oscillation's reading); the norms after it set no baseline for it.
+    from evidence.lofo import TORCH
+
+    (sweep,) = read_histories(TORCH / "sweep" / next(e["file"] for e in json.loads((TORCH / "sweep" / "manifest.json").read_text())
+                                                  if e["name"] == "sweep_lr0.3_bs128"))
+    report = analyze(sweep)
+    assert not report.finding("nonfinite").is_problem and report.finding("loss-oscillation").is_problem, report.finding("nonfinite").message
 
 
 @pytest.mark.parametrize("name", ["moe_twin_fast_loader", "moe_label_noise", "moe_sgdr_restarts", "moe_twin_residual_experts12"])

@@ -109,7 +109,7 @@ FLOORS = {
     "nonfinite": (0.98, 0.95),
     "overfitting": (0.93, 0.71),
     "vanishing-gradients": (1.0, 0.90),
-    "loss-oscillation": (0.89, 0.86),
+    "loss-oscillation": (0.90, 0.87),
     "slow-convergence": (0.67, 0.71),
     "task-imbalance": (1.0, 1.0),
 }
@@ -190,8 +190,10 @@ def test_pooled_held_out_floors_as_measured(folds):
     # seq2seq's unclipped explosion): 0.904 (0.9041). The twenty-fourth, moe (above), scored once: 0.47, 5 of 20;
     # pooled over twenty-four: 0.85, 18 of 316. Then a load-balancing term is no task left behind: moe 0.81, 0 of 20;
     # pooled 0.903 (0.9026), 13 of 316. Then a val loss ending 50 % above its best beside a train loss ending 15 %
-    # above its level then is lost progress (after moe's batch-2 run): 0.904 (0.9041).
-    assert folds["pooled_macro_f1"] >= 0.904
+    # above its level then is lost progress (after moe's batch-2 run): 0.904 (0.9041). Then a blow-up in the first logs
+    # measured against the norms after it must hold to the end (after the LR sweep's runs at 0.3, back at ln 10 after
+    # a 250x overshoot): six LR-too-high runs read as loss-oscillation again, 0.905 (0.9054), 13 of 316.
+    assert folds["pooled_macro_f1"] >= 0.905
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to

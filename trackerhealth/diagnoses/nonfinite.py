@@ -24,7 +24,9 @@ A finite blow-up is critical too (evidence ``loss_divergence``): a loss that had
 the run, at least ``rebound`` of the way back to its start — an exploding update, an LR spike at a
 restart, an fp16 loss-scale collapse. When a gradient norm is logged it must spike past
 ``spike_factor`` × its earlier median there (past ``critical_factor`` × its median after the blow-up when the
-blow-up came within the first logs, before any norm could set a baseline), and that spike is the onset; a loss that climbs back
+blow-up came within the first logs, before any norm could set a baseline, and then the loss must still be blown up
+over the last ``held_share`` of the run: one that came back to its start after a few steps never learned, which
+loss-oscillation reports), and that spike is the onset; a loss that climbs back
 more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up. A loss level held at
 ``start_factor`` × its start (the first block's level or first point, the lower) has blown up whether or not the
 log shows it learning first (evidence ``loss_above_start``; the same gradient-norm check). Neither finite blow-up is
@@ -104,6 +106,7 @@ class Thresholds:
     learning_peak: float = knob(1.1, "and the loss's level never rose above this multiple of its level just before the climb")
     recovered_share: float = knob(0.5, "a climb short of critical_factor after which the loss ends below this share of its level just before it was survived: a transient, not an explosion")
     max_episodes: int = knob(2, "a loss that climbs back above the rebound line more often than this is bouncing (loss-oscillation), not blowing up")
+    held_share: float = knob(0.1, "a blow-up in the first logs, measured against the gradient norms after it, must still hold over this last share of the run")
     start_factor: float = knob(10.0, "a loss level this many times its starting level has blown up, whether or not it had learned first")
     val_spike_factor: float = knob(100.0, "a val loss this many times the median of the evaluations before it (after the first few) is a blow-up of the evaluated model")
     val_skip_first: int = knob(2, "first evaluations left out of the val blow-up check (an untrained model's val loss is high)")
@@ -439,7 +442,11 @@ def _blow_up(history: RoleView, onset: float, until: float, evidence: Evidence, 
         # seq2seq_gradient_explosion_noclip: SGD at lr 30, the norm 4e4 at step 11, ~4 after). The norms logged
         # after it stand in, at the critical factor: a healthy run's first gradients can be 10-100x its later ones.
         before = earlier.sum() >= thresholds.min_points_before
-        if near.any() and (before or later.sum() >= thresholds.min_points_before):
+        # Without that baseline the blow-up must also hold to the end: a loss that shot up for a few steps and then
+        # sat back at its start (the torch LR sweep's runs at 0.3, stuck at ln 10 after a 250x overshoot) is a loss
+        # that never learned, loss-oscillation's reading, not a model the updates blew away.
+        held = before or _held_to_end(history, evidence.threshold, thresholds)
+        if near.any() and held and (before or later.sum() >= thresholds.min_points_before):
             base = stats.median(g.values[earlier] if before else g.values[later])
             factor = thresholds.spike_factor if before else thresholds.critical_factor
             peak_i = int(np.argmax(np.where(near, g.values, -np.inf)))
@@ -456,6 +463,16 @@ def _blow_up(history: RoleView, onset: float, until: float, evidence: Evidence, 
     message = (f"{history.key('train_loss')} diverged at step {c.fmt_step(onset)}{detail}: {how} without a NaN; "
                "the updates blew the model up.")
     return c.problem(_SELF, True, message, RECOMMENDATION, found)
+
+
+def _held_to_end(history: RoleView, level: float | None, thresholds: Thresholds) -> bool:
+    """The training loss's median over the last ``held_share`` of its finite points is still at ``level`` or above."""
+    loss = history.series("train_loss")
+    if loss is None or level is None:
+        return False
+    v = loss.finite().values
+    tail = v[-max(1, int(np.ceil(thresholds.held_share * len(v)))):]
+    return len(tail) > 0 and stats.median(tail) >= level
 
 
 def _running_median(v: np.ndarray, blocks: int) -> np.ndarray:
