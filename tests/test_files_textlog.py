@@ -140,6 +140,24 @@ def test_keras_progress_bars_keep_the_epochs_last_redraw(tmp_path):
     assert set(h.keys()) == {"loss", "accuracy", "val_loss", "val_accuracy"}
 
 
+def test_a_progress_bars_postfix_is_kept_apart_from_the_epoch_lines_that_give_the_same_metric(tmp_path):
+    # Public log P525 (batch 48, blind): tqdm's bar for each epoch, its redraws on one line, shows one batch's CE in its
+    # postfix, and the epoch's summary line gives the epoch's. Under one key they alternated (0.04, 0.145, 0.072, ...),
+    # a sawtooth read as a loss spike every epoch on a healthy run.
+    out = []
+    for e in range(1, 31):
+        batch, mean = 0.5 / e if e % 2 else 0.05 / e, 1.0 / e
+        out += [f"\rEpoch {e}:   0%|          | 0/48 [00:00<?, ?it/s]\rEpoch {e}: 100%|##########| 48/48 [00:03<00:00, "
+                f"12.1it/s, CE={batch:.4f}, acc=97.0%]", "", f"Epoch {e}", f"  Train - CE: {mean:.4f}, acc: 97.5%",
+                f"  Val   - CE: {0.8 * mean:.4f}, acc: 98.0%"]
+    log = tmp_path / "train_log.txt"
+    log.write_text("\n".join(out) + "\n")
+    h = one(log)
+    assert [round(v, 4) for _, v in points(h, "ce")][:3] == [1.0, 0.5, 0.3333]
+    assert [round(v, 4) for _, v in points(h, "ce_bar")][:2] == [0.5, 0.025] and len(points(h, "val/ce")) == 30
+    # A bar alone (Keras' epoch redraws, above) keeps its key: nothing else gives it.
+
+
 def test_hf_trainers_printed_dicts_count_lines_as_steps_and_keep_nan(tmp_path):
     log = tmp_path / "finetune.log"
     log.write_text(" 10%|#         | 1/10 [00:22<03:20, 22.80s/it]\n"

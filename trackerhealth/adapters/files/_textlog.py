@@ -149,20 +149,35 @@ class _Rows:
         self.line_at: list[float] = []  # per line, its step as printed
         self.within: list[tuple[float, float, float] | None] = []  # per line: (step, steps per epoch, epoch)
         self.by_epoch: list[bool] = []  # per line: its step is its epoch (the line names no step)
+        self.bar: list[bool] = []  # per line: it is a progress bar's last frame (tqdm's redraws on one line)
 
     @property
     def lines(self) -> int:
         return len(self.line_at)
 
     def add(self, step: float, metrics: dict[str, float], within: tuple[float, float, float] | None = None,
-            by_epoch: bool = False) -> None:
+            by_epoch: bool = False, bar: bool = False) -> None:
         for k, v in metrics.items():
             self.keys.append(k)
             self.values.append(v)
             self.line_of.append(self.lines)
         self.within.append(within)
         self.by_epoch.append(by_epoch)
+        self.bar.append(bar)
         self.line_at.append(step)
+
+    def bar_keys(self) -> list[str]:
+        """Each row's key, a progress bar's own where a line of the log's own also gives that key: a bar's last
+        frame shows one batch's value (or a running one) in its postfix (``CE=0.040``), and the epoch's summary
+        line (``Train - CE: 0.0731``) the epoch's. Under one key they alternate, a sawtooth that reads as a spike
+        every epoch (public log P525, a healthy run called periodic-spikes); apart, the summary is the curve. Only
+        a key that another line gives at the same printed step as a bar is kept apart: Keras redraws its bar for
+        some epochs and not others, each epoch's line its only one."""
+        from_bar = [self.bar[line] for line in self.line_of]
+        at = [self.line_at[line] for line in self.line_of]
+        plain = {(k, a) for k, b, a in zip(self.keys, from_bar, at) if not b}
+        twice = {k for k, b, a in zip(self.keys, from_bar, at) if b and (k, a) in plain and k != "epoch"}
+        return [f"{k}_bar" if b and k in twice else k for k, b in zip(self.keys, from_bar)]
 
     def timeline(self) -> tuple[np.ndarray, str, np.ndarray]:
         """Each row's step, how the lines were made one timeline ("" when as printed), and which rows
@@ -259,6 +274,7 @@ def parse_text_log(text: str) -> tuple[_Rows, str, bool]:
     # split("\n"), not splitlines(): a progress bar's "\r" redraws stay on their line, and only the last counts.
     for raw in text.split("\n"):
         line = raw.rstrip("\r").rsplit("\r", 1)[-1].replace("\b", "")  # a Windows "\r\n" is no redraw
+        bar = "\r" in raw.rstrip("\r")
         if not line.strip() or len(line) > _MAX_LINE:
             continue
         m = _KERAS_EPOCH.match(line)
@@ -313,12 +329,12 @@ def parse_text_log(text: str) -> tuple[_Rows, str, bool]:
         else:
             continue
         if not named:
-            unnamed.add(at, metrics, within, by_epoch)
+            unnamed.add(at, metrics, within, by_epoch, bar)
             continue
         if pass_so_far and last_train is not None:
             rows.add(last_train[0], pass_so_far, last_train[1], last_train[2])
             pass_so_far = {}
-        rows.add(at, metrics, within, by_epoch)
+        rows.add(at, metrics, within, by_epoch, bar)
         if not any(k.startswith("val") for k in metrics):
             last_train = (at, within, by_epoch)
     if pass_so_far and last_train is not None:
@@ -416,7 +432,7 @@ def _history(rows: _Rows, counter: str, origin: Origin, extra_notes: list[str]) 
     # An epoch's summary (its mean train loss, its val loss) beside the batch lines is that epoch's
     # aggregate, named as Lightning names one (``train_loss_epoch``): the batches' loss stays the curve the
     # roles read first, and the summary's 15 points do not stand in for 1,900 (public log P61).
-    keys = [f"{k}_epoch" if summary and k != "epoch" else k for k, summary in zip(rows.keys, from_summary)]
+    keys = [f"{k}_epoch" if summary and k != "epoch" else k for k, summary in zip(rows.bar_keys(), from_summary)]
     keys = _elapsed_clocks(keys, steps, values)
     nonfinite = int((~np.isfinite(values)).sum())
     if nonfinite:
