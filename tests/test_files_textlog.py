@@ -158,6 +158,25 @@ def test_a_progress_bars_postfix_is_kept_apart_from_the_epoch_lines_that_give_th
     # A bar alone (Keras' epoch redraws, above) keeps its key: nothing else gives it.
 
 
+def test_sessions_appended_from_a_fresh_start_are_runs_and_a_resumed_one_is_not(tmp_path):
+    # Public log P529 (batch 48, blind): eleven sessions of 'Epoch E/20, Train Loss: x' appended to one log, each
+    # starting over from the untrained loss; one continuous timeline read each fresh start as a divergence.
+    def session(losses):
+        return [f"Epoch {e}/20, Train Loss: {v:.4f}" for e, v in enumerate(losses, start=1)]
+
+    fresh = session([0.098 - 0.0001 * e for e in range(20)]) * 3
+    log = tmp_path / "training.log"
+    log.write_text("Using device: cpu\n" + "\n".join(fresh) + "\n")
+    runs = read_histories(log)
+    assert len(runs) == 3 and all(len(points(h, "train_loss")) == 20 for h in runs)
+    assert "training 2 of 3 appended to this log" in runs[1].notes[1]
+    # Resumed (P411): the counter starts over, the loss goes on from where it was: one training.
+    resumed = session([5.0 - 0.05 * e for e in range(20)]) + session([4.0 - 0.05 * e for e in range(20)])
+    log.write_text("\n".join(resumed) + "\n")
+    (run,) = read_histories(log)
+    assert len(points(run, "train_loss")) == 40
+
+
 def test_hf_trainers_printed_dicts_count_lines_as_steps_and_keep_nan(tmp_path):
     log = tmp_path / "finetune.log"
     log.write_text(" 10%|#         | 1/10 [00:22<03:20, 22.80s/it]\n"

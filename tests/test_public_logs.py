@@ -200,8 +200,11 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # logs and Keras CSVs) scored once with 53dacf6's code: 0.20, 2 of 6 (a tqdm bar's per-batch postfix read into the
     # epoch lines' series, called periodic-spikes; a noisy val loss called val_loss_swings; eleven appended sessions
     # read as a divergence; an 89 % val rise beside an 8 % train fall missed). All 518 at 0.7165, 5 of 269. Then a
-    # progress bar's values are kept apart from the epoch lines that give the same metric (P525): 4 of 269.
+    # progress bar's values are kept apart from the epoch lines that give the same metric (P525): 4 of 269. Then a
+    # printed log's training lines whose epoch counter and loss both start over begin a new run (P529: its fresh
+    # starts no longer read as a divergence; P476's four sessions, labelled from their merged reading as one slow run,
+    # now read apart: its first, 54 epochs within 0.45 % of its start, never learned): 0.7157, 4 of 269.
     assert not missing and len(cases) >= 518
-    assert macro_f1(cases) >= 0.716
+    assert macro_f1(cases) >= 0.715
     wrong, healthy = healthy_flagged(cases)
     assert healthy >= 269 and wrong <= 4

@@ -362,25 +362,45 @@ def _section_header(line: str, step, epoch: float | None, metrics: dict[str, flo
 
 def _trainings(text: str) -> list[str]:
     """The text cut where a training section header counts from its first epoch again: a script started anew
-    and appended to the log (st-gcn's ``log.txt`` holds one start after another). One piece when none does."""
-    pieces, start, first, last = [], 0, None, None
+    and appended to the log (st-gcn's ``log.txt`` holds one start after another). Without such headers, where
+    a training line's own epoch counter does and its loss starts over too (``Epoch 1/20, Train Loss: 0.098`` after
+    ``Epoch 20/20``, back nearer the log's first loss than where the last session left it: public log P529, eleven
+    sessions appended, whose every fresh start read as the loss jumping back up). A counter that starts over
+    with the loss going on from where it was is a resumed run, one training (P411, resumed twice). One piece when
+    nothing starts over."""
     lines = text.split("\n")
+    headers, marks = [], []  # (line index, epoch) of each training section header; (.., epoch, loss) of each training line
     for i, raw in enumerate(lines):
         line = raw.rstrip("\r").rsplit("\r", 1)[-1]
         if "epoch" not in line.lower() or len(line) > _MAX_LINE:
             continue  # cheap: only a line naming an epoch can be a header
         step, epoch, metrics = _line_metrics(line)
         header = _section_header(line, step, epoch, metrics)
-        if header is None or header[1]:
-            continue
+        if header is not None and not header[1]:
+            headers.append((i, header[0]))
+        elif header is None and epoch is not None and metrics and not _opens_with_val(line):
+            loss = next((v for k, v in metrics.items() if is_loss(tokens(k))), None)
+            if loss is not None:
+                marks.append((i, epoch, loss))
+    cuts = _restarts([(i, e, None) for i, e in headers]) or _restarts(marks)
+    bounds = [0, *cuts, len(lines)]
+    return ["\n".join(lines[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+def _restarts(marks: list[tuple[int, float, float | None]]) -> list[int]:
+    """The line indices where an epoch counter comes back to its first value after having passed it — and, where
+    the marks carry a loss, that loss is back nearer the piece's first loss than the last one before it."""
+    cuts, first, last, start_loss, last_loss = [], None, None, None, None
+    for i, epoch, loss in marks:
         if first is None:
-            first = header[0]
-        elif header[0] == first and last is not None and last > first:
-            pieces.append("\n".join(lines[start:i]))
-            start = i
-        last = header[0]
-    pieces.append("\n".join(lines[start:]))
-    return pieces
+            first, start_loss = epoch, loss
+        elif epoch == first and last is not None and last > first:
+            fresh = loss is None or start_loss is None or last_loss is None or abs(loss - start_loss) < abs(loss - last_loss)
+            if fresh:
+                cuts.append(i)
+                start_loss = loss
+        last, last_loss = epoch, loss
+    return cuts
 
 
 def _elapsed_clocks(keys: list[str], steps: np.ndarray, values: np.ndarray) -> list[str]:
