@@ -203,8 +203,10 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # progress bar's values are kept apart from the epoch lines that give the same metric (P525): 4 of 269. Then a
     # printed log's training lines whose epoch counter and loss both start over begin a new run (P529: its fresh
     # starts no longer read as a divergence; P476's four sessions, labelled from their merged reading as one slow run,
-    # now read apart: its first, 54 epochs within 0.45 % of its start, never learned): 0.7157, 4 of 269.
+    # now read apart: its first, 54 epochs within 0.45 % of its start, never learned): 0.7157, 4 of 269. Then the
+    # back-loaded shape of slow-convergence is a note, not a tag (after its false alarms on five blind torch families):
+    # slow-convergence P 0.94, R 0.43 here; 0.7119, 2 of 269.
     assert not missing and len(cases) >= 518
-    assert macro_f1(cases) >= 0.715
+    assert macro_f1(cases) >= 0.711
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 269 and wrong <= 4
+    assert healthy >= 269 and wrong <= 2

@@ -193,12 +193,17 @@ def test_a_loss_that_relapses_two_orders_of_magnitude_at_any_scale_is_critical_l
     assert _report(loss=drifting).finding("loss-oscillation").level == "ok"
 
 
-def test_a_constant_rate_crawl_still_falling_is_slow_and_a_loss_that_bends_early_is_not():
-    crawl = 2.3 - 0.6 * T / N + _noise(6, 0.01)  # plain SGD with a tiny LR: a line that never bends
+def test_a_constant_rate_crawl_is_noted_a_tiny_one_is_slow_and_a_loss_that_bends_early_is_neither():
+    # A line that never bends and fell a quarter: plain SGD with a tiny LR, or a healthy run stopped mid-descent
+    # (held out, the healthy runs of five blind torch families read so). Noted with its shape, not tagged.
+    crawl = 2.3 - 0.6 * T / N + _noise(6, 0.01)
     finding = _report(loss=crawl).finding("slow-convergence")
-    assert finding.level in ("warning", "critical")
-    assert {"back_loaded_fall", "small_improvement"} & {e.code for e in finding.evidence}
-    assert _report(loss=_healthy_loss()).finding("slow-convergence").level == "ok"
+    assert finding.level == "ok" and finding.evidence[0].code == "back_loaded_fall" and "--group-by" in finding.message
+    # A crawl of a few percent that would need many runs to halve is slow, from one curve.
+    tiny = 2.3 - 0.1 * T / N + _noise(6, 0.005)
+    assert _report(loss=tiny).finding("slow-convergence").evidence[0].code == "small_improvement"
+    healthy = _report(loss=_healthy_loss()).finding("slow-convergence")
+    assert healthy.level == "ok" and not healthy.evidence
 
 
 def test_a_finished_twenty_epoch_crawl_is_slow_and_a_live_one_is_too_early_to_call():
@@ -218,10 +223,10 @@ def test_a_finished_twenty_epoch_crawl_is_slow_and_a_live_one_is_too_early_to_ca
     assert analyze(RunHistory.from_series(REF, {"loss": (epochs, bends)})).finding("slow-convergence").level == "ok"
 
 
-def test_a_plateau_before_a_late_drop_is_slow():
+def test_a_plateau_before_a_late_drop_is_noted():
     late = 2.3 - 1.2 / (1 + np.exp(-(T - 750) / 60)) + _noise(7, 0.01)  # init far too small: chance level, then a late fall
     finding = _report(loss=late).finding("slow-convergence")
-    assert finding.level == "warning" and "back_loaded_fall" in {e.code for e in finding.evidence}
+    assert finding.level == "ok" and "back_loaded_fall" in {e.code for e in finding.evidence}
 
 
 def _epochs(values, state=None):
@@ -256,9 +261,10 @@ def test_a_fine_tune_that_fell_most_of_the_way_in_its_warm_up_is_not_slow():
     stairs = 0.35 - 0.06 * (T >= 400) - 0.06 * (T >= 700) - 0.05 * (T >= 950) - 0.01 * np.clip((T - 100) / 300, 0, 1)
     loss = np.where(T < 100, warm, stairs) + _noise(11, 0.01)
     assert _report(loss=loss, learning_rate=lr).finding("slow-convergence").level == "ok"
-    # The same staircase without the fall in warm-up is the crawl the rule is for.
-    assert _report(loss=np.where(T < 100, 0.35, stairs) + _noise(11, 0.01), learning_rate=lr).finding(
-        "slow-convergence").level == "warning"
+    assert not _report(loss=loss, learning_rate=lr).finding("slow-convergence").evidence
+    # The same staircase without the fall in warm-up is the crawl the back-loaded note is for.
+    crawl = _report(loss=np.where(T < 100, 0.35, stairs) + _noise(11, 0.01), learning_rate=lr).finding("slow-convergence")
+    assert crawl.level == "ok" and crawl.evidence[0].code == "back_loaded_fall"
 
 
 def test_a_nan_gradient_norm_under_a_finite_hf_loss_is_a_nonfinite_warning(tmp_path):
@@ -531,10 +537,11 @@ def test_a_steady_fall_after_a_fast_first_tenth_is_not_back_loaded(name):
 
 
 @pytest.mark.parametrize("name", ["transformer_lr_too_low", "rnn_lr_too_low", "conv_lr_too_low", "regression_adam_eps_1"])
-def test_a_steady_fall_that_was_slow_from_its_first_steps_is_back_loaded(name):
-    # LR 20-30x too low or Adam eps 1: under 4 % of the fall happens in the first tenth.
+def test_a_steady_fall_that_was_slow_from_its_first_steps_is_noted_back_loaded(name):
+    # LR 20-30x too low or Adam eps 1: under 4 % of the fall happens in the first tenth. One curve notes the shape; its
+    # group's baseline tags it (tests/test_torch_corpus.py: the slow runs the group finds).
     finding = _torch_run(name).finding("slow-convergence")
-    assert finding.is_problem and finding.evidence[0].code == "back_loaded_fall", finding.message
+    assert not finding.is_problem and finding.evidence[0].code == "back_loaded_fall", finding.message
 
 
 @pytest.mark.parametrize("name", ["seqcls_lr_too_high_adam", "seqcls_lr_too_high_sgd"])

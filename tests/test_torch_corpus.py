@@ -106,7 +106,9 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # twenty-fifth, flow (a RealNVP fitted by maximum likelihood to the dequantised digits, its NLL in bits/dim with a high
 # floor; built blind, scored once, held out, with 2301c06's code: 0.79, 4 of 17 healthy flagged) found all twelve of its
 # faults, but called three healthy runs slow (a loss that can fall only ~17 % above its floor reads as a crawl: the
-# back-loaded rule; slow-convergence precision 0.62) and its log-scale penalty term a task left behind (0.92).
+# back-loaded rule; slow-convergence precision 0.62) and its log-scale penalty term a task left behind (0.92). Then
+# the back-loaded shape became a note, never a tag (its healthy false alarms in five blind families, 16 of 333): slow-
+# convergence from one curve P 0.85, R 0.50 — the group finds the rest (below).
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 0.85),
@@ -114,7 +116,7 @@ FLOORS = {
     "overfitting": (0.93, 0.71),
     "vanishing-gradients": (1.0, 0.90),
     "loss-oscillation": (0.90, 0.87),
-    "slow-convergence": (0.62, 0.71),
+    "slow-convergence": (0.85, 0.50),
     "task-imbalance": (0.91, 1.0),
 }
 
@@ -198,7 +200,8 @@ def test_pooled_held_out_floors_as_measured(folds):
     # measured against the norms after it must hold to the end (after the LR sweep's runs at 0.3, back at ln 10 after
     # a 250x overshoot): six LR-too-high runs read as loss-oscillation again, 0.905 (0.9054), 13 of 316. The
     # twenty-fifth, flow (above), scored once: 0.79, 4 of 17; pooled over twenty-five: 0.899 (0.8992), 17 of 333.
-    assert folds["pooled_macro_f1"] >= 0.899
+    # Then the back-loaded shape is a note, not a tag: 0.895 (0.8946), 4 of 333 (1.2 %).
+    assert folds["pooled_macro_f1"] >= 0.894
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -210,7 +213,7 @@ def test_pooled_held_out_floors_as_measured(folds):
     # 155: the vae batch-4 run and simclr's rare-val run and ReLU twin (the conv fold now chooses thresholds
     # that spare its batch-4 run). Over fourteen, 3 of 172 (the same three); over fifteen, 3 of 177; over
     # sixteen, 3 of 187; over seventeen, 3 of 205; over eighteen, 5 of 222 (2.3 %: distill's two above).
-    assert healthy >= 333 and wrong <= 17  # twenty-five 17 of 333 (5.1 %: over the issue's 1 in 20); twenty-four 13 of 316 (4.1 %); over nineteen, 6 of 243, then 4 (1.6 %): both aux twins cleared; over twenty 4 of 255; twenty-one 4 of 269; twenty-two 5 of 282 (1.8 %), then 4; twenty-three 13 of 296 (4.4 %: textcls' 9)
+    assert healthy >= 333 and wrong <= 4  # 4 of 333 with the back-loaded shape a note; twenty-five 17 of 333 (5.1 %: over the issue's 1 in 20); twenty-four 13 of 316 (4.1 %); over nineteen, 6 of 243, then 4 (1.6 %): both aux twins cleared; over twenty 4 of 255; twenty-one 4 of 269; twenty-two 5 of 282 (1.8 %), then 4; twenty-three 13 of 296 (4.4 %: textcls' 9)
 
 
 def test_twenty_five_architecture_families_and_each_seed_cause_in_two_of_them(folds):
@@ -277,12 +280,13 @@ def test_grouped_with_each_familys_held_out_thresholds_slow_convergence_as_measu
     slow = grouped["grouped_held_out"]["slow-convergence"]
     # Over twenty-two (the blind forecast family): P 0.79, R 0.88, 8 of 282 — two of its slow runs are missed grouped too
     # (they fall fast and plateau, which the baseline's pace does too), and its one-cycle run is called oscillating.
-    assert slow["precision"] >= 0.75 and slow["recall"] >= 0.88, slow
+    # Over twenty-five with the back-loaded shape a note (a single-run tag no more): P 0.82, R 0.875, 6 of 333.
+    assert slow["precision"] >= 0.82 and slow["recall"] >= 0.87, slow
     bad, total = grouped["grouped_held_out_healthy_flagged"]
     # Over twenty-three (the blind textcls family, its healthy runs stopped mid-descent): P 0.77, R 0.89, 9 of 296.
     # Over twenty-four (the blind moe family, after its balance-term rule): P 0.78, R 0.89, 9 of 316. Over twenty-five
-    # (the blind flow family): P 0.77, R 0.90, 10 of 333.
-    assert bad <= 10 and total >= 333  # 9, then 7 with the aux twins cleared; over twenty (gnn, blind) P 0.77, R 0.92, 7 of 255; twenty-one (seq2seq) P 0.78, R 0.92, 7 of 269; twenty-two (forecast) 8 of 282, then 7 (its one-cycle run cleared); twenty-three 9 of 296
+    # (the blind flow family): P 0.77, R 0.90, 10 of 333; then 6 of 333.
+    assert bad <= 6 and total >= 333  # 9, then 7 with the aux twins cleared; over twenty (gnn, blind) P 0.77, R 0.92, 7 of 255; twenty-one (seq2seq) P 0.78, R 0.92, 7 of 269; twenty-two (forecast) 8 of 282, then 7 (its one-cycle run cleared); twenty-three 9 of 296
 
 
 def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped):
@@ -292,22 +296,22 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     # early and then crawl (vit Adam eps 1.0, LR too low) or sit near their start for most of the run.
     # unet's Adam eps 1.0 run was found only against the Dice-only baseline, a loss it cannot reach
     # (right for the wrong reason); against its own loss setting's baseline it is missed.
-    assert slow["recall"] >= 0.88 > alone["recall"]  # 0.90 and 0.74 over sixteen families; 0.91 and 0.77 over eighteen; 0.88 and 0.70 over twenty-two
+    assert slow["recall"] >= 0.87 > alone["recall"]  # 0.875 and 0.50 over twenty-five, the back-loaded shape a note; 0.90 and 0.74 over sixteen families; 0.91 and 0.77 over eighteen; 0.88 and 0.70 over twenty-two
     # 0.86 over eighteen; 0.76 over nineteen (metric's healthy runs, above); 0.63 over twenty-three with the shipped
     # defaults (textcls' healthy runs, stopped mid-descent, are slow against their group's best run too)
     assert slow["precision"] >= 0.62
     assert set(grouped["slow_missed_alone_found_grouped"]) >= {"regression_raw_features_sgd", "transformer_init_too_small",
                                                                "vit_adam_eps_large", "vit_lr_too_low"}
     bad, total = grouped["grouped_healthy_flagged"]
-    assert bad <= 20 and total >= 333  # 20 of 333 (21 alone) over twenty-five; 19 of 316 (18 alone) over twenty-four; 2 of 205 (5 alone) over seventeen; 4 of 222 (7 alone) over eighteen; 9 of 243 (8 alone) over nineteen, then 7 (6); 7 of 255 (6) over twenty; 7 of 269 (6) over twenty-one; 8 of 282 (7) over twenty-two, then 7 (6); 19 of 296 (18) over twenty-three: textcls' healthy runs, 13 of them slow
+    assert bad <= 6 and total >= 333  # 6 of 333 (4 alone) with the back-loaded shape a note; 20 of 333 (21 alone) over twenty-five; 19 of 316 (18 alone) over twenty-four; 2 of 205 (5 alone) over seventeen; 4 of 222 (7 alone) over eighteen; 9 of 243 (8 alone) over nineteen, then 7 (6); 7 of 255 (6) over twenty; 7 of 269 (6) over twenty-one; 8 of 282 (7) over twenty-two, then 7 (6); 19 of 296 (18) over twenty-three: textcls' healthy runs, 13 of them slow
     # Macro-F1 was lower grouped (0.81) than alone (0.89): baseline-regression's three false alarms, healthy
     # batch-4 runs that ended 12-43x their batch-32 baseline's final val loss, made its row an F1 of 0. Compared
     # after as much data as they saw (3-17 % of the baseline's), they end 0.3-1.7x it: none is flagged, and
     # grouped is 0.916 (held-out thresholds: 0.937); over eighteen families 0.908 (0.922); over nineteen 0.892 (0.903),
     # then 0.903 (0.917), then 0.918 (0.932); over twenty 0.918 (0.931); over twenty-one 0.911 (0.924), then 0.913 (0.926),
     # then 0.917 (0.930); over twenty-two 0.914 (0.925), then 0.915 (0.926); over twenty-three 0.900 (0.922); over
-    # twenty-four 0.903 (0.923), then 0.904 (0.925); over twenty-five 0.903 (0.922).
-    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.902
+    # twenty-four 0.903 (0.923), then 0.904 (0.925); over twenty-five 0.903 (0.922), then 0.915 (0.925).
+    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.915
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():

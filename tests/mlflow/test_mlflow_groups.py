@@ -71,9 +71,10 @@ GROUP = ("--group-by", "params.model", "--group-by", "params.dataset")
 def test_grouped_by_model_and_data_the_slow_run_is_found_and_its_siblings_are_not(mlflow_server, team, cache_dir):
     _, exp_name, _ = team
     alone = _runs(_scan(mlflow_server.url, cache_dir / "a", exp_name, "--dry-run"))
-    # Alone, only the shape of its fall says it (half of it after 28 % of the run, almost none in the
-    # first tenth): a rule that also fires on healthy runs of other models. The group says it by steps.
-    assert [e["code"] for e in _finding(alone[SLOW], "slow-convergence")["evidence"]][0] == "back_loaded_fall"
+    # Alone, only the shape of its fall hints at it (half of it after 28 % of the run, almost none in the first
+    # tenth), a shape healthy runs of other models share: noted, not tagged. The group says it by steps.
+    noted = _finding(alone[SLOW], "slow-convergence")
+    assert noted["level"] == "ok" and [e["code"] for e in noted["evidence"]][0] == "back_loaded_fall"
     assert "group" not in alone[SLOW]
 
     runs = _runs(_scan(mlflow_server.url, cache_dir / "g", exp_name, "--dry-run", *GROUP))

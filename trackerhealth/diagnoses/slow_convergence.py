@@ -15,8 +15,8 @@ the improvement and a projection: how many more runs of this length it would tak
 loss at the current rate (critical beyond ``critical_runs_to_halve``; beyond ``stalled_runs_to_halve`` the
 loss is not converging at all — a classifier pinned at ln K creeps towards it — and ``loss-oscillation``'s
 never-learned rule names it, so this is ``ok``; so is a loss beside a quality metric that is exactly 0 at every
-evaluation (or one and the same value at every one) and that fell less than ``metric_max_half_fall`` over its second half: loss-oscillation's never-scored case). A second shape is slow too
-(evidence ``back_loaded_fall``, a warning): a fall whose first half took at least ``back_loaded``
+evaluation (or one and the same value at every one) and that fell less than ``metric_max_half_fall`` over its second half: loss-oscillation's never-scored case). A second shape is noted
+(evidence ``back_loaded_fall`` on an ``ok`` finding): a fall whose first half took at least ``back_loaded``
 of the run (a steady crawl that never bends, or a long plateau before a late drop, as a too-small
 init gives), still falling over the second half, calm (swings below ``max_swing`` of the level) and
 smaller than ``back_loaded_max_improvement`` of the start, with no val loss that bent early (half of its
@@ -26,7 +26,10 @@ level too (a loss that fell most of the way during its warm-up made its progress
 tenth of the run (warm-up included) fell less than ``back_loaded_first_tenth`` of its first level: a too-low LR,
 a huge Adam epsilon or a tiny init slows a run from its first steps, where a model with a long learning horizon
 (a convolutional character LM learning longer contexts, held-out family ``conv``) drops at once and then falls
-steadily. A healthy loss covers most of its fall early. Neither shape is slow when the val loss has settled
+steadily. This second shape is a note (``ok`` with that evidence), never a tag: held out, it read the healthy runs of
+five blind torch families as slow (stopped mid-descent, or a loss that can fall only a little above its floor), and
+one curve cannot tell them from a slow run; against its group's baseline (below) the run is measured instead. The
+first shape is not slow when the val loss has settled
 (at least ``settled_val_points`` evaluations; over the second half its fitted line moves less than
 ``settled_val_change`` of its level either way, with a trend t above −``settled_val_t``): the model stopped
 improving on held-out data, and a train loss creeping down beside it is fitting the training set.
@@ -81,8 +84,8 @@ RECOMMENDATION = (
 REAL_CASES = (
     RealCase("multitask_digits_lr_too_low", TORCH, "a two-head net trained with Adam at lr 1e-5",
              "fell only 0.817% in 261 steps … The config sets the learning rate to 1e-05, very small for adam"),
-    RealCase("regression_adam_eps_1", TORCH, "a regression with Adam epsilon 1.0 (a typo for 1e-8)",
-             "falls at an almost constant rate instead of bending … The config sets Adam epsilon to 1"),
+    RealCase("transformer_adam_eps_one", TORCH, "a small transformer with Adam epsilon 1.0 (a typo for 1e-8)",
+             "fell only 5.26% in 262 steps … is still falling steadily"),
 )
 
 
@@ -111,10 +114,10 @@ class Thresholds:
     settled_val_points: int = knob(10, "finite val-loss points needed to call the val loss settled over the second half")
     settled_val_change: float = knob(0.005, "a val loss whose fitted line moves less than this share over the second half (either way) and does not fall significantly has settled")
     settled_val_t: float = knob(2.0, "not significantly: that line's trend t statistic is above -settled_val_t")
-    back_loaded: float = knob(0.25, "a fall whose first half took more than this share of the run is back-loaded: a healthy loss bends early")
-    back_loaded_first_tenth: float = knob(0.05, "a back-loaded fall is slow only when the first tenth (warm-up included) fell less than this share of the first level: what makes a run slow slows it from the start")
-    val_bent_early: float = knob(0.15, "a back-loaded train loss is not slow when the val loss covered half of its fall within this share of its evaluations (generalisation converged early; the train loss is fitting the training set)")
-    back_loaded_max_improvement: float = knob(0.65, "a back-loaded fall larger than this share of the start (two thirds) is real progress, late or not: not slow")
+    back_loaded: float = knob(0.25, "a fall whose first half took more than this share of the run is back-loaded (a note, never a tag): a healthy loss usually bends early")
+    back_loaded_first_tenth: float = knob(0.05, "a back-loaded fall is noted only when the first tenth (warm-up included) fell less than this share of the first level: what makes a run slow slows it from the start")
+    val_bent_early: float = knob(0.15, "a back-loaded train loss is not noted when the val loss covered half of its fall within this share of its evaluations (generalisation converged early; the train loss is fitting the training set)")
+    back_loaded_max_improvement: float = knob(0.65, "a back-loaded fall larger than this share of the start (two thirds) is real progress, late or not: not noted")
     max_swing: float = knob(0.2, "a back-loaded fall counts only when the second half swings by less than this share of its level (a bouncing loss is loss-oscillation)")
     swing_window: int = knob(5, "points of the short moving level those swings are measured about")
     line_max_points: int = knob(4000, "cost bound: a longer series is fitted through line_bins bin medians instead")
@@ -362,10 +365,15 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
             Evidence(key, t_tail, -thresholds.min_t_tail, float(s[half]), float(s[-1]), "still_falling",
                      "trend t statistic of the binned loss over its second half"),
         ]
+        # A note, not a finding: the shape alone does not tell a slow run from a healthy one stopped mid-descent or
+        # one whose loss can fall only a little above its floor. Held out, the healthy runs of five blind torch families
+        # read so (textcls 9 of 14, flow 3 of 17, simclr, vae, distill): 16 of 333 healthy runs tagged, the shape's
+        # precision about a third. Against its group's baseline (above) the same run is measured, not guessed.
         message = (f"{key} falls at an almost constant rate instead of bending: half of its fall of {c.fmt(100 * total_fall)}% took "
-                   f"{c.fmt(100 * half_share)}% of the run, and it is still falling at the end. A well-set-up run covers most of "
-                   "its fall early.")
-        return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
+                   f"{c.fmt(100 * half_share)}% of the run, and it is still falling at the end. That shape alone does not tell "
+                   "a slow run (an LR too low, a huge Adam epsilon) from one stopped mid-descent: analyse it with its group "
+                   "(--group-by) to measure it against a baseline, or compare a run at a higher learning rate.")
+        return c.ok(_SELF, message, tuple(evidence))
     if not ((train_falls or val_falls) and small):
         return c.ok(_SELF, f"{key} fitted improvement {c.fmt(100 * improvement)}% after the first tenth (trend t={c.fmt(t_all)}); "
                            f"half of its fall took {c.fmt(100 * half_share)}% of the run")
