@@ -453,10 +453,10 @@ def _blow_up(history: RoleView, onset: float, until: float, evidence: Evidence, 
             peak = float(g.values[peak_i])
             if base > 0 and peak > factor * base:
                 onset = float(g.steps[peak_i])
-                which = "its median" if before else "its median after the blow-up"
+                median = "median" if before else "median after the blow-up"
                 found.append(Evidence(history.key("grad_norm"), peak, factor * base, onset, until,
-                                      "grad_norm_spike_before_divergence", f"{c.fmt(peak / base)}x {which.replace('its ', 'the ')} {c.fmt(base)}"))
-                detail = f", after the gradient norm spiked to {c.fmt(peak / base)}x {which}"
+                                      "grad_norm_spike_before_divergence", f"{c.fmt(peak / base)}x the {median} {c.fmt(base)}"))
+                detail = f", after the gradient norm spiked to {c.fmt(peak / base)}x its {median}"
                 spiked = True
         if not spiked:
             return None

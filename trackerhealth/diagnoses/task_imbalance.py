@@ -104,7 +104,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     tasks = history.group("task_losses")
     if len(tasks) < 2:
         return c.skipped(_SELF, "fewer than two per-task losses logged (e.g. loss/<task>)")
-    levels, heads, overall, changes, falls, names, spans, grown_penalties = [], [], [], [], [], [], [], []
+    levels, heads, overall, changes, falls, names, spans, not_tasks = [], [], [], [], [], [], [], []
     for label, key, s in tasks:
         f = c.until_first_nonfinite(s).finite()
         if len(f) < thresholds.min_points:
@@ -131,8 +131,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
             change = min(change, (late_start - late_end) / (abs(late_start) or 1e-12))  # 1e-12: a numeric guard
         changes.append(change)
         falls.append(_log_fall(head, end))
+        # Never the task left behind: a load-balancing term, or a penalty that grew (the model learning).
         words = set(tokens(key))
-        grown_penalties.append(bool(_BALANCE_WORDS & words) or (bool(_PENALTY_WORDS & words) and change < 0))
+        not_tasks.append(bool(_BALANCE_WORDS & words) or (bool(_PENALTY_WORDS & words) and change < 0))
         names.append((label, key))
         spans.append((float(f.steps[0]), float(f.steps[-1])))
     if len(levels) < 2:
@@ -144,9 +145,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     top = int(np.argmax(shares))
     # A term that fell by orders of magnitude over the run was trained: flat at the end, it has converged (an
     # auxiliary head that solved its task in the first steps; a distilled student that matched its teacher).
-    flat = [i for i in range(len(levels)) if i != top and changes[i] < thresholds.flat_change and not grown_penalties[i]
+    flat = [i for i in range(len(levels)) if i != top and changes[i] < thresholds.flat_change and not not_tasks[i]
             and overall[i] < thresholds.converged_fall]
-    lagging = [i for i in _swamped(levels, falls, top, thresholds) if i not in flat and not grown_penalties[i]]
+    lagging = [i for i in _swamped(levels, falls, top, thresholds) if i not in flat and not not_tasks[i]]
     # A task that never moved beside a term that began orders of magnitude above it: swamped from the
     # first step, even though the big term has fallen since (a rise is not "never moved": something trains it).
     never_moved = [i for i in flat if abs(overall[i]) < thresholds.flat_change and heads[i] > 0
