@@ -26,7 +26,10 @@ _SEPARATORS = re.compile(r"[^a-z0-9]+")
 
 
 def _tokens(key: str) -> set[str]:
-    """``lossD`` -> {"loss", "d"}; ``train/Gen Loss`` -> {"train", "gen", "loss"}."""
+    """``lossD`` -> {"loss", "d"}; ``train/Gen Loss`` -> {"train", "gen", "loss"}.
+
+    Not :func:`trackerhealth.roles.tokens`: that one keeps ``lossD`` and ``errG`` one word, and here the lone
+    trailing capital is the whole point (DCGAN's ``errD``/``errG``, ``lossG``)."""
     return {t for t in _SEPARATORS.split(_CAMEL.sub(" ", key).lower()) if t}
 
 

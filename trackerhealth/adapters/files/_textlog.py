@@ -369,7 +369,7 @@ def _trainings(text: str) -> list[str]:
     with the loss going on from where it was is a resumed run, one training (P411, resumed twice). One piece when
     nothing starts over."""
     lines = text.split("\n")
-    headers, marks = [], []  # (line index, epoch) of each training section header; (.., epoch, loss) of each training line
+    headers, marks = [], []  # (line index, epoch, None) of each training section header; (.., epoch, loss) of each training line
     for i, raw in enumerate(lines):
         line = raw.rstrip("\r").rsplit("\r", 1)[-1]
         if "epoch" not in line.lower() or len(line) > _MAX_LINE:
@@ -377,12 +377,12 @@ def _trainings(text: str) -> list[str]:
         step, epoch, metrics = _line_metrics(line)
         header = _section_header(line, step, epoch, metrics)
         if header is not None and not header[1]:
-            headers.append((i, header[0]))
+            headers.append((i, header[0], None))
         elif header is None and epoch is not None and metrics and not _opens_with_val(line):
             loss = next((v for k, v in metrics.items() if is_loss(tokens(k))), None)
             if loss is not None:
                 marks.append((i, epoch, loss))
-    cuts = _restarts([(i, e, None) for i, e in headers]) or _restarts(marks)
+    cuts = _restarts(headers) or _restarts(marks)
     bounds = [0, *cuts, len(lines)]
     return ["\n".join(lines[a:b]) for a, b in zip(bounds, bounds[1:])]
 
