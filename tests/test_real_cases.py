@@ -71,3 +71,11 @@ def test_the_readme_table_quotes_each_diagnosis_first_case():
         first = d.real_cases[0]
         assert f"`{first.run}`" in row, d.id
         assert _says_in_order(first.pieces, re.sub(r"\s+", " ", row)), f"{d.id}: README row does not quote {first.says!r}"
+        # Every case the row quotes in the table's form (`name`: what it is, “the finding's words”) is one the module
+        # documents, so the tests above re-check it: a case dropped from the module cannot linger in the README with a
+        # finding it no longer gets (regression_adam_eps_1 did, once its shape became a note). An aside in plain
+        # quotes about another diagnosis's finding is not such a quote.
+        documented = {case.run: case for case in d.real_cases}
+        for name in re.findall(r"`([A-Za-z0-9_-]+)`: [^“\"|]*“", row):
+            assert name in documented, f"{d.id}: README quotes {name}, which {d.id}'s REAL_CASES no longer holds"
+            assert _says_in_order(documented[name].pieces, re.sub(r"\s+", " ", row)), f"{d.id}: README misquotes {name}"
