@@ -1,5 +1,6 @@
 """A run's logged config — MLflow params, W&B config, HF TrainingArguments, Lightning hparams —
-read into one set of optimizer facts, and those facts corroborating (never making) a finding."""
+read into one set of optimizer facts, and those facts corroborating (never making) a finding — with one
+exception: a slow-convergence back-loaded note whose cause the config names becomes a warning."""
 
 from __future__ import annotations
 
@@ -115,10 +116,31 @@ def test_no_clipping_and_fp16_sharpen_a_nan():
 
 
 def test_config_never_makes_or_silences_a_finding():
+    # (beyond the back-loaded note above: a healthy curve stays healthy whatever the config says)
     healthy = {"loss": (STEPS, 2 * np.exp(-STEPS / 80) + 0.1)}
     alarming = {"optimizer": "Adam", "adam_epsilon": 1.0, "lr": 1.0, "batch_size": 1, "max_grad_norm": 0, "fp16": True}
     assert _analyze(healthy, alarming).problems == () and _analyze(healthy, alarming).status == "ok"
     assert [f.id for f in _analyze(_nan(), {"max_grad_norm": 1.0}).problems] == ["nonfinite"]
+
+
+def _crawl():
+    """A line that never bends, still falling at the end: slow-convergence's back-loaded note."""
+    noise = 0.01 * np.random.default_rng(6).standard_normal(N)
+    return {"loss": (STEPS, 2.3 - 0.6 * STEPS / N + noise)}
+
+
+def test_a_back_loaded_note_becomes_a_warning_when_the_config_names_a_slowing_setting():
+    alone = _analyze(_crawl(), {}).finding("slow-convergence")
+    assert alone.level == "ok" and alone.evidence[0].code == "back_loaded_fall", alone.message
+    # Adam epsilon 1.0: the shape and a cause agree, so it is tagged, with the config's evidence and words.
+    eps = _analyze(_crawl(), {"optimizer": "Adam", "adam_epsilon": 1.0, "lr": 1e-3}).finding("slow-convergence")
+    assert eps.level == "warning" and eps.recommendation, eps.message
+    assert _codes(eps) == ["config_adam_epsilon"] and "Adam epsilon to 1" in eps.message and "almost constant rate" in eps.message
+    # A tiny LR for the optimizer's family does the same; a usual LR and epsilon leave the note a note.
+    assert _analyze(_crawl(), {"optimizer": "SGD", "lr": 1e-5}).finding("slow-convergence").level == "warning"
+    assert _analyze(_crawl(), {"optimizer": "Adam", "adam_epsilon": 1e-8, "lr": 1e-4}).finding("slow-convergence").level == "ok"
+    # SGD has no epsilon: an eps key beside SGD names nothing that slows it.
+    assert _analyze(_crawl(), {"optimizer": "SGD", "eps": 1.0, "lr": 0.1}).finding("slow-convergence").level == "ok"
 
 
 def test_corroboration_thresholds_are_configurable():

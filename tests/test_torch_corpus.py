@@ -108,7 +108,9 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # faults, but called three healthy runs slow (a loss that can fall only ~17 % above its floor reads as a crawl: the
 # back-loaded rule; slow-convergence precision 0.62) and its log-scale penalty term a task left behind (0.92). Then
 # the back-loaded shape became a note, never a tag (its healthy false alarms in five blind families, 16 of 333): slow-
-# convergence from one curve P 0.85, R 0.50 — the group finds the rest (below).
+# convergence from one curve P 0.85, R 0.50 — the group finds the rest (below). Then a back-loaded note under a
+# logged Adam epsilon of 1 (or a very small LR) became a warning, the config naming the shape's cause: P 0.87, R 0.59
+# (27/4/19: four eps-1 runs logged through MLflow/W&B found; the same runs written to CSV/Parquet carry no config).
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 0.85),
@@ -116,7 +118,7 @@ FLOORS = {
     "overfitting": (0.93, 0.71),
     "vanishing-gradients": (1.0, 0.90),
     "loss-oscillation": (0.90, 0.87),
-    "slow-convergence": (0.85, 0.50),
+    "slow-convergence": (0.87, 0.58),
     "task-imbalance": (0.91, 1.0),
 }
 
@@ -200,8 +202,9 @@ def test_pooled_held_out_floors_as_measured(folds):
     # measured against the norms after it must hold to the end (after the LR sweep's runs at 0.3, back at ln 10 after
     # a 250x overshoot): six LR-too-high runs read as loss-oscillation again, 0.905 (0.9054), 13 of 316. The
     # twenty-fifth, flow (above), scored once: 0.79, 4 of 17; pooled over twenty-five: 0.899 (0.8992), 17 of 333.
-    # Then the back-loaded shape is a note, not a tag: 0.895 (0.8946), 4 of 333 (1.2 %).
-    assert folds["pooled_macro_f1"] >= 0.894
+    # Then the back-loaded shape is a note, not a tag: 0.895 (0.8946), 4 of 333 (1.2 %). Then the note under a logged
+    # Adam epsilon of 1 is a warning: 0.904 (0.9035), 4 of 333.
+    assert folds["pooled_macro_f1"] >= 0.903
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to

@@ -10,7 +10,9 @@ name it.
 finding's likely cause (slow convergence with Adam ``eps=1.0``, a loss that bounces with an LR of
 0.1 for Adam, a NaN without gradient clipping). It never creates, removes or re-levels a finding:
 a config can be stale or lie (a param logged before an override), so it only sharpens what the
-curves already showed. Every number it decides on is a field of :class:`Thresholds`.
+curves already showed. The one exception is :func:`promote`: slow-convergence's back-loaded note (a
+shape the curve shows but cannot judge alone) becomes a warning when the config names the setting
+that would slow it. Every number it decides on is a field of :class:`Thresholds`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .diagnoses import slow_convergence
 from .diagnoses._thresholds import knob
 from .schema import Evidence, Finding
 
@@ -350,6 +353,18 @@ def corroborate(findings: Sequence[Finding], cf: ConfigFacts, thresholds: Thresh
                 f = dataclasses.replace(f, message=message, evidence=f.evidence + tuple(evidence))
         out.append(f)
     return tuple(out)
+
+
+def promote(findings: Sequence[Finding], cf: ConfigFacts, thresholds: Thresholds = DEFAULTS) -> tuple[Finding, ...]:
+    """The one place a config changes a level: slow-convergence's back-loaded note (a fall at an almost constant
+    rate, an ``ok`` finding) becomes a warning when the config names a setting that slows every step — the Adam
+    epsilon or the LR that :func:`corroborate` would cite for a slow run. The shape alone does not tell a slow run
+    from one stopped mid-descent, and a config alone can be stale; the two agreeing can (torch corpus: every
+    back-loaded run with such a config is a confirmed slow run; no healthy run has one). Run it before
+    :func:`explain.explain`, so that a stronger finding still explains the promoted one, and before
+    :func:`corroborate`, which then adds the config's evidence and sentences."""
+    return tuple(slow_convergence.confirmed_by_config(f) if slow_convergence.is_back_loaded_note(f) and _slow(cf, thresholds) else f
+                 for f in findings)
 
 
 # The corroboration rules in words, for docs/design.md (a test keeps the two the same).

@@ -62,17 +62,25 @@ def _analyze(history: RunHistory, config: Config, cohort: Cohort | None) -> Heal
             finding = Finding(diag_id, ERROR, diag.title, f"diagnosis failed: {message}")
         findings.append(finding)
 
+    # The logged config (optimizer, LR, epsilon, batch) turns slow-convergence's back-loaded note into a warning
+    # when it names a setting that slows every step; otherwise it never changes a level.
+    facts = None
+    try:
+        facts = config_facts.facts(history.ref.config)
+        findings = list(config_facts.promote(findings, facts, config.thresholds_for(config_facts.ID)))
+    except Exception as exc:  # noqa: BLE001 - reported as data, by design
+        failures.append(StageFailure("config", _describe(exc)))
     # One cause, one finding: a symptom a stronger finding explains is marked, not tagged again.
     try:
         findings = list(explain.explain(findings, view, config.thresholds_for(explain.ID)))
     except Exception as exc:  # noqa: BLE001 - reported as data, by design
         failures.append(StageFailure("explain", _describe(exc)))
-    # The logged config (optimizer, LR, epsilon, batch) sharpens a problem's evidence, never its level.
-    try:
-        facts = config_facts.facts(history.ref.config)
-        findings = list(config_facts.corroborate(findings, facts, config.thresholds_for(config_facts.ID)))
-    except Exception as exc:  # noqa: BLE001 - reported as data, by design
-        failures.append(StageFailure("config", _describe(exc)))
+    # ... and sharpens a problem's evidence with the settings behind it.
+    if facts is not None:
+        try:
+            findings = list(config_facts.corroborate(findings, facts, config.thresholds_for(config_facts.ID)))
+        except Exception as exc:  # noqa: BLE001 - reported as data, by design
+            failures.append(StageFailure("config", _describe(exc)))
 
     try:
         score, dims = scorecard.score_run(view, findings, config.thresholds_for(scorecard.ID))

@@ -28,7 +28,9 @@ a huge Adam epsilon or a tiny init slows a run from its first steps, where a mod
 (a convolutional character LM learning longer contexts, held-out family ``conv``) drops at once and then falls
 steadily. This second shape is a note (``ok`` with that evidence), never a tag: held out, it read the healthy runs of
 five blind torch families as slow (stopped mid-descent, or a loss that can fall only a little above its floor), and
-one curve cannot tell them from a slow run; against its group's baseline (below) the run is measured instead. The
+one curve cannot tell them from a slow run; against its group's baseline (below) the run is measured instead. Where the
+run's logged config names a setting that slows every step (an Adam epsilon or an LR that ``config_facts`` calls a slow
+run's likely cause), the note becomes a warning: the shape and the cause agree (``config_facts.promote``). The
 first shape is not slow when the val loss has settled
 (at least ``settled_val_points`` evaluations; over the second half its fitted line moves less than
 ``settled_val_change`` of its level either way, with a trend t above −``settled_val_t``): the model stopped
@@ -65,7 +67,7 @@ import numpy as np
 from .. import stats
 from ..baseline import comparable, curve, per_step, reaches
 from ..roles import RoleView
-from ..schema import OK, Evidence, Finding
+from ..schema import OK, WARNING, Evidence, Finding
 from . import _common as c
 from ._real_cases import TORCH, RealCase
 from ._thresholds import knob
@@ -79,6 +81,24 @@ RECOMMENDATION = (
     "Normalize input features; use a standard initialization (He for ReLU, Xavier for tanh) and add "
     "Batch/LayerNorm; raise the learning rate (run an LR range test); with Adam keep epsilon near 1e-8."
 )
+
+
+# The evidence code of the back-loaded note (an ``ok`` finding): the shape alone is no verdict.
+BACK_LOADED = "back_loaded_fall"
+
+
+def is_back_loaded_note(finding: Finding) -> bool:
+    return finding.id == ID and finding.level == OK and any(e.code == BACK_LOADED for e in finding.evidence)
+
+
+def confirmed_by_config(note: Finding) -> Finding:
+    """The back-loaded note as a warning, for a run whose logged config names a setting that slows every step
+    (``config_facts.promote`` decides when). The shape alone cannot tell a slow run from one stopped mid-descent;
+    a shape and a cause that agree can. The config's own sentences and evidence are added by corroboration."""
+    shape = next(e for e in note.evidence if e.code == BACK_LOADED)
+    message = (f"{shape.metric} falls at an almost constant rate instead of bending ({shape.detail}) and is still falling "
+               "at the end, and the logged config names a setting that slows every step:")
+    return Finding(ID, WARNING, note.title, message, RECOMMENDATION, note.evidence, note.explained_by)
 
 
 REAL_CASES = (
@@ -360,7 +380,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                                "The model stopped improving on held-out data: converged, not slow.")
     if back_loaded and not ((train_falls or val_falls) and small):
         evidence = [
-            Evidence(key, half_share, thresholds.back_loaded, float(loss.steps[0]), float(loss.steps[-1]), "back_loaded_fall",
+            Evidence(key, half_share, thresholds.back_loaded, float(loss.steps[0]), float(loss.steps[-1]), BACK_LOADED,
                      f"half of the loss' fall ({c.fmt(100 * total_fall)}% of its start) took {c.fmt(100 * half_share)}% of the run"),
             Evidence(key, t_tail, -thresholds.min_t_tail, float(s[half]), float(s[-1]), "still_falling",
                      "trend t statistic of the binned loss over its second half"),
@@ -368,7 +388,8 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         # A note, not a finding: the shape alone does not tell a slow run from a healthy one stopped mid-descent or
         # one whose loss can fall only a little above its floor. Held out, the healthy runs of five blind torch families
         # read so (textcls 9 of 14, flow 3 of 17, simclr, vae, distill): 16 of 333 healthy runs tagged, the shape's
-        # precision about a third. Against its group's baseline (above) the same run is measured, not guessed.
+        # precision about a third. Against its group's baseline (above) the same run is measured, not guessed; a logged
+        # config that names a slowing setting makes it a warning (config_facts.promote, after every diagnosis ran).
         message = (f"{key} falls at an almost constant rate instead of bending: half of its fall of {c.fmt(100 * total_fall)}% took "
                    f"{c.fmt(100 * half_share)}% of the run, and it is still falling at the end. That shape alone does not tell "
                    "a slow run (an LR too low, a huge Adam epsilon) from one stopped mid-descent: analyse it with its group "
