@@ -140,6 +140,18 @@ def test_keras_progress_bars_keep_the_epochs_last_redraw(tmp_path):
     assert set(h.keys()) == {"loss", "accuracy", "val_loss", "val_accuracy"}
 
 
+def test_keras_epoch_lines_after_a_settings_banner_that_names_the_epochs_count_the_run(tmp_path):
+    # Public log P533 (batch 49): a banner's "- Epoch: 1000" (the number of epochs to train) above Keras' "Epoch 1/1000"
+    # lines held every progress bar at epoch 1000, one point. The latest header names the epoch.
+    out = ["    - Epoch: 3", "-" * 40]
+    for e, loss in ((1, 0.46), (2, 0.41), (3, 0.28)):
+        out += [f"Epoch {e}/3", f"1/1 [==============================] - ETA: 0s - loss: {loss} - val_loss: {loss + 0.01}"]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(out) + "\n")
+    h = one(log)
+    assert points(h, "loss") == [(1.0, 0.46), (2.0, 0.41), (3.0, 0.28)]
+
+
 def test_a_progress_bars_postfix_is_kept_apart_from_the_epoch_lines_that_give_the_same_metric(tmp_path):
     # Public log P525 (batch 48, blind): tqdm's bar for each epoch, its redraws on one line, shows one batch's CE in its
     # postfix, and the epoch's summary line gives the epoch's. Under one key they alternated (0.04, 0.145, 0.072, ...),

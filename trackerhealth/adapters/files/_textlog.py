@@ -279,7 +279,9 @@ def parse_text_log(text: str) -> tuple[_Rows, str, bool]:
             continue
         m = _KERAS_EPOCH.match(line)
         if m:
-            keras_epoch = float(m.group("n"))
+            # The latest header names the epoch: a settings banner's "- Epoch: 1000" (an epoch-only header) above
+            # Keras' "Epoch 1/1000" lines must not hold every progress bar at epoch 1000 (public log P533).
+            keras_epoch, section = float(m.group("n")), None
             continue
         if _TABLE_HEADER.match(line):
             header = line.split()
@@ -306,7 +308,7 @@ def parse_text_log(text: str) -> tuple[_Rows, str, bool]:
             continue
         header_epoch = _section_header(line, step, epoch, metrics)
         if header_epoch is not None:
-            section = header_epoch
+            section, keras_epoch = header_epoch, None
             continue
         if step is None and epoch is None and section is not None and metrics:
             epoch = section[0]
