@@ -152,6 +152,22 @@ def test_keras_epoch_lines_after_a_settings_banner_that_names_the_epochs_count_t
     assert points(h, "loss") == [(1.0, 0.46), (2.0, 0.41), (3.0, 0.28)]
 
 
+def test_a_split_named_once_by_a_lines_first_metric_covers_its_bare_names(tmp_path):
+    # Public logs P537-P539 (batch 50): "[Epoch: 05] Valid acc: 0.2988 | loss: 2.0462" after the epoch's "Train acc: ... |
+    # loss: ..." line. The bare "loss" of the val line had gone into the train loss's series every fifth epoch.
+    out = []
+    for e in range(1, 11):
+        out.append(f"17:46:38 [Epoch: {e:02d}] Train acc: {0.1 * e:.4f} | loss: {2.0 / e:.4f}")
+        if e % 5 == 0:
+            out.append(f"18:02:35 [Epoch: {e:02d}] Valid acc: {0.1 * e:.4f} | loss: {3.0 / e:.4f} | train_loss: 9.0")
+    log = tmp_path / "train_log.txt"
+    log.write_text("\n".join(out) + "\n")
+    h = one(log)
+    assert [v for _, v in points(h, "loss")] == [round(2.0 / e, 4) for e in range(1, 11)]
+    assert points(h, "val/loss") == [(5.0, 0.6), (10.0, 0.3)] and len(points(h, "valid_acc")) == 2
+    assert "val/train_loss" not in h.keys()  # a name that says its own split keeps it
+
+
 def test_a_progress_bars_postfix_is_kept_apart_from_the_epoch_lines_that_give_the_same_metric(tmp_path):
     # Public log P525 (batch 48, blind): tqdm's bar for each epoch, its redraws on one line, shows one batch's CE in its
     # postfix, and the epoch's summary line gives the epoch's. Under one key they alternated (0.04, 0.145, 0.072, ...),

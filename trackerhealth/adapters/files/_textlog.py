@@ -65,6 +65,7 @@ _EPOCH_WORDS = ("epoch", "ep")
 # Counters within an epoch, read as steps only with their total ("Batch: 920/ 1330"): "batch 32" is a size.
 _WITHIN_EPOCH_WORDS = ("batch", "batches", "iter_in_epoch")
 _VAL_OPENERS = ("validation", "valid", "val", "eval", "evaluation", "test")
+_SPLIT_WORDS = {"train", "training", "trn", *_VAL_OPENERS}
 _KERAS_EPOCH = re.compile(r"^\s*Epoch\s+(?P<n>\d+)\s*/\s*\d+\s*$", re.IGNORECASE)
 _UNIT_IN_NAME = re.compile(r"\s*\((ms|s|sec|seconds)\)\s*$", re.IGNORECASE)
 # "Training Loss (avg over last 100): 2.44": a bracketed qualifier between a name and its separator says how
@@ -240,6 +241,7 @@ def _line_metrics(line: str) -> tuple[tuple[float, float | None] | None, float |
     the line names neither."""
     step = epoch = None
     metrics: dict[str, float] = {}
+    first_name = None  # the line's first metric name, which may name the split for the whole line
     for name, value, total, unit in _pairs(line):
         last = name.lower().split()[-1]
         if last in _VAL_OPENERS and total and not metrics:
@@ -253,9 +255,15 @@ def _line_metrics(line: str) -> tuple[tuple[float, float | None] | None, float |
         if last in _EPOCH_WORDS and epoch is None:
             epoch = value
             continue
+        first_name = first_name if first_name is not None else name
         metrics[_key(name, unit)] = value
     if metrics and _opens_with_val(line):
         metrics = {k if k.startswith("val") else f"val/{k}": v for k, v in metrics.items()}
+    elif metrics and first_name is not None and first_name.lower().split()[0] in _VAL_OPENERS:
+        # "[Epoch: 05] Valid acc: 0.2988 | loss: 2.0462": the split is named once, by the line's first metric, and the
+        # bare names after it are that split's (public logs P537-P539: each epoch's val loss had gone into the train
+        # loss's series every fifth epoch). A name that says its own split keeps it.
+        metrics = {k if set(tokens(k)) & _SPLIT_WORDS else f"val/{k}": v for k, v in metrics.items()}
     return step, epoch, metrics
 
 
