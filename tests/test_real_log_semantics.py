@@ -811,6 +811,30 @@ def _wandering_fine_tune(final: float, seed: int) -> np.ndarray:
     return level * (1 + _noise(seed, 0.05))
 
 
+def test_a_long_runs_wander_is_measured_on_block_medians_with_the_same_verdict():
+    # Past wander_max_points the moving medians run over block medians (a cost bound: bench/bench_analyze.py's
+    # million-step run spent half its analysis there). The same shapes 100x longer read as the 1,000-step ones do.
+    from trackerhealth.diagnoses import loss_oscillation
+
+    long_steps = np.arange(100 * N, dtype=float)
+    rng = np.random.default_rng(24)
+
+    def stretched(final):
+        level = np.repeat(_wandering_fine_tune(final, 22) / (1 + _noise(22, 0.05)), 100)
+        return level * (1 + 0.05 * rng.standard_normal(100 * N))
+
+    def finding(loss):
+        return analyze(RunHistory.from_series(REF, {"loss": (long_steps, loss)})).finding("loss-oscillation")
+
+    bounced = finding(stretched(17.0))
+    assert bounced.is_problem and "level_wander" in [e.code for e in bounced.evidence], bounced.message
+    assert not finding(stretched(3.0)).is_problem
+    second_half = stretched(17.0)[50 * N:]
+    blocks = loss_oscillation._wander(second_half, 100 * N, loss_oscillation.Thresholds())
+    exact = loss_oscillation._wander(second_half, 100 * N, loss_oscillation.Thresholds(wander_max_points=10**9))
+    assert blocks[0] == pytest.approx(exact[0], rel=0.1)  # the stray relative to the level: what the rule compares
+
+
 @pytest.mark.parametrize("seed", [22, 23])
 def test_a_loss_that_wanders_far_and_ends_where_it_began_bounces_even_if_its_second_half_falls(seed):
     # Public log P303 (blind batch 27, missed, then this rule): an LM fine-tune from 10 settles near 6-7,
