@@ -208,11 +208,17 @@ def test_a_large_val_rise_that_is_not_called_overfitting_says_which_part_is_miss
     finding = analyze(_val_rises(flat, val)).finding("overfitting")
     assert not finding.is_problem
     assert "not overfitting: train_loss fell 3.33% after the val minimum" in finding.message, finding.message
-    # Train above val at the val minimum (a regularised train loss: mixup, label smoothing): the two cannot be
-    # compared, so the check says it did not judge, never a confident `ok` beside a 60 % val rise.
+    # Train above val at the val minimum (a regularised train loss: mixup, label smoothing): the two levels cannot be
+    # compared. Where the train loss does not fall in order after the minimum, the check says it did not judge, never
+    # a confident `ok` beside a 60 % val rise...
+    above_still = np.concatenate([np.linspace(3.0, 1.5, 15), 1.5 + 0.05 * np.sin(np.arange(15))])
+    finding = analyze(_val_rises(above_still, val)).finding("overfitting")
+    assert finding.level == SKIPPED and "overfitting is not judged" in finding.message, finding.message
+    # ... and where it falls in order while the val loss rises in order, the trends say it (public logs P20, P301, P521).
     above = np.concatenate([np.linspace(3.0, 1.5, 15), np.linspace(1.45, 1.0, 15)])
     finding = analyze(_val_rises(above, val)).finding("overfitting")
-    assert finding.level == SKIPPED and "overfitting is not judged" in finding.message, finding.message
+    assert finding.level == "warning" and "val_rises_train_falls" in [e.code for e in finding.evidence], finding.message
+    assert "the gap between them says nothing" in finding.message
     # A small rise says nothing more: it is not a rise to explain.
     small = np.concatenate([np.linspace(1.0, 0.5, 15), np.linspace(0.5, 0.52, 15)])
     assert "not overfitting" not in analyze(_val_rises(falling, small)).finding("overfitting").message

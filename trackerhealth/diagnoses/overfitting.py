@@ -27,8 +27,10 @@ weight norms, when logged, are reported: late layers' norms swelling after the v
 seed's strongest overfitting signal. A run that stops a few evaluations after its best (early
 stopping) does not reach these thresholds. A run whose val loss rose ``min_rise`` over enough
 evaluations while its train loss sat above its val loss at the minimum (a regularised objective such
-as mixup or label smoothing, or an unstable run) is not judged (``skipped``, with the rise): its train
-loss cannot be compared with the val loss, and `ok` beside a rising val loss would read as health. So is one
+as mixup or label smoothing, or an unstable run) is judged by the trends alone: overfitting when the two
+moved apart in order (the Kendall tests above, the rise at least ``min_rise``), since the gap between
+the two levels says nothing there; otherwise it is not judged (``skipped``, with the rise): `ok` beside a
+rising val loss would read as health. So is one
 whose train loss goes below zero (gradient ascent in machine unlearning): the val/train ratio is undefined
 there. A train loss that never went negative and reached exactly 0 (a memorised training set, as a printed
 log rounds it) makes the ratio unbounded, and is judged.
@@ -210,11 +212,18 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     # Noise does not climb in order for that long; a rise of a few percent that does, beside a train loss
     # still falling, is the textbook pattern even when neither moved far (public logs P206, P255: 6-7 %).
     train_trend = _trend(train_at[trend_from:]) if val_trend is not None else None
-    opposite = (val_trend is not None and train_trend is not None and rise >= thresholds.climb_min_rise
-                and val_trend.statistic > 0 and val_trend.pvalue / 2 < thresholds.trend_max_p
-                and train_trend.statistic < 0 and train_trend.pvalue / 2 < thresholds.trend_max_p and gap_growing)
+    trends_apart = (val_trend is not None and train_trend is not None and rise >= thresholds.climb_min_rise
+                    and val_trend.statistic > 0 and val_trend.pvalue / 2 < thresholds.trend_max_p
+                    and train_trend.statistic < 0 and train_trend.pvalue / 2 < thresholds.trend_max_p)
+    opposite = trends_apart and gap_growing
+    # A train loss above the val loss at the minimum (a regularised objective: mixup, label smoothing, dropout) makes the
+    # val/train gap meaningless, but not the trends: a val loss that rose by min_rise, in order, while the train loss
+    # fell in order is overfitting whatever the two levels (public logs P20, P301, P521: a diffusion model's val loss
+    # up 85 % while its train loss, above it throughout, kept falling).
+    incomparable = bool(np.isfinite(ratio_best) and 0 < ratio_best < 1)
+    apart_above = incomparable and trends_apart and rise >= thresholds.min_rise
     by_pattern = trained_on and (rise >= thresholds.min_rise or steady_climb)
-    overfit = long_enough and (by_pattern or opposite)
+    overfit = long_enough and (by_pattern or opposite or apart_above)
     if not overfit:
         message = f"{vkey} ends {c.fmt(100 * rise)}% above its best ({c.fmt(best_val)} at step {c.fmt_step(val.steps[best])})"
         if rise >= thresholds.min_rise and long_enough and np.isfinite(ratio_best) and 0 < ratio_best < 1:
@@ -245,7 +254,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         Evidence(vkey, rise, thresholds.min_rise, float(val.steps[best]), float(val.steps[-1]), "val_loss_rise",
                  f"best {c.fmt(best_val)} at step {c.fmt_step(val.steps[best])}, {c.fmt(end_val)} at the end ({points_after} evaluations later)"),
     ]
-    by_trend = opposite and not by_pattern
+    by_trend = (opposite or apart_above) and not by_pattern
     if by_trend:
         evidence.append(Evidence(vkey, val_trend.pvalue / 2, thresholds.trend_max_p, float(val.steps[trend_from]), float(val.steps[-1]),
                                  "val_rises_train_falls",
@@ -277,6 +286,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     if by_trend:
         message += (f" The val loss rose in order while the train loss fell in order over the {points_after} evaluations "
                     "since the minimum (opposite trends, each significant).")
+        if apart_above and not opposite:
+            message += (" The train loss sits above the val loss (a regularised objective such as mixup or label smoothing), "
+                        "so the gap between them says nothing; the trends do.")
     elif rise < thresholds.min_rise:
         message += (f" A small rise, but a steady climb (Kendall's tau {c.fmt(climb_tau)} over {points_after} evaluations) "
                     "in a run that has memorised its training set.")
