@@ -96,8 +96,8 @@ def confirmed_by_config(note: Finding) -> Finding:
     (``config_facts.promote`` decides when). The shape alone cannot tell a slow run from one stopped mid-descent;
     a shape and a cause that agree can. The config's own sentences and evidence are added by corroboration."""
     shape = next(e for e in note.evidence if e.code == BACK_LOADED)
-    message = (f"{shape.metric} falls at an almost constant rate instead of bending ({shape.detail}) and is still falling "
-               "at the end, and the logged config names a setting that slows every step:")
+    message = (f"{shape.metric} falls at an almost constant rate instead of bending — {shape.detail} — and is still "
+               "falling at the end; the logged config names a setting that slows every step.")
     return Finding(ID, WARNING, note.title, message, RECOMMENDATION, note.evidence, note.explained_by)
 
 
