@@ -226,7 +226,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     overfit = long_enough and (by_pattern or opposite or apart_above)
     if not overfit:
         message = f"{vkey} ends {c.fmt(100 * rise)}% above its best ({c.fmt(best_val)} at step {c.fmt_step(val.steps[best])})"
-        if rise >= thresholds.min_rise and long_enough and np.isfinite(ratio_best) and 0 < ratio_best < 1:
+        if rise >= thresholds.min_rise and long_enough and incomparable:
             # The train loss sat above the val loss at the val minimum: a regularised objective (mixup,
             # label smoothing, heavy dropout) or an unstable run, whose level says nothing of how well the
             # training set is fitted. The pattern cannot be judged, and a confident `ok` beside a rising
