@@ -116,8 +116,8 @@ def test_no_clipping_and_fp16_sharpen_a_nan():
 
 
 def test_config_never_makes_or_silences_a_finding():
-    # (beyond the back-loaded note above: a healthy curve stays healthy whatever the config says)
-    healthy = {"loss": (STEPS, 2 * np.exp(-STEPS / 80) + 0.1)}
+    # (beyond the slow-convergence promotions below: a healthy curve that has settled stays healthy whatever the config says)
+    healthy = {"loss": (STEPS, 2 * np.exp(-STEPS / 40) + 0.1 + 0.003 * np.random.default_rng(4).standard_normal(N))}
     alarming = {"optimizer": "Adam", "adam_epsilon": 1.0, "lr": 1.0, "batch_size": 1, "max_grad_norm": 0, "fp16": True}
     assert _analyze(healthy, alarming).problems == () and _analyze(healthy, alarming).status == "ok"
     assert [f.id for f in _analyze(_nan(), {"max_grad_norm": 1.0}).problems] == ["nonfinite"]
@@ -141,6 +141,27 @@ def test_a_back_loaded_note_becomes_a_warning_when_the_config_names_a_slowing_se
     assert _analyze(_crawl(), {"optimizer": "Adam", "adam_epsilon": 1e-8, "lr": 1e-4}).finding("slow-convergence").level == "ok"
     # SGD has no epsilon: an eps key beside SGD names nothing that slows it.
     assert _analyze(_crawl(), {"optimizer": "SGD", "eps": 1.0, "lr": 0.1}).finding("slow-convergence").level == "ok"
+
+
+def _bending_but_unfinished():
+    """A loss that bends early (half its fall in the first fifth: no back-loaded note) and is still falling at the end."""
+    noise = 0.005 * np.random.default_rng(7).standard_normal(N)
+    return {"loss": (STEPS, 1.0 + 1.3 * np.exp(-STEPS / 150) + noise)}
+
+
+def test_a_loss_still_falling_at_its_end_is_slow_when_adam_epsilon_swamps_every_update():
+    alone = _analyze(_bending_but_unfinished(), {}).finding("slow-convergence")
+    assert alone.level == "ok" and [e.code for e in alone.evidence] == ["still_falling"], alone.message
+    # Adam epsilon 1.0 outweighs any gradient's scale: Adam steps like SGD at a tiny LR, whatever the shape.
+    eps = _analyze(_bending_but_unfinished(), {"optimizer": "AdamW", "eps": 1.0, "lr": 1e-3}).finding("slow-convergence")
+    assert eps.level == "warning" and "still falling at the end" in eps.message, eps.message
+    assert _codes(eps) == ["config_adam_epsilon"]
+    # 1e-3 is large for an epsilon but below the gradients' usual scale; SGD has no epsilon to swamp anything.
+    assert _analyze(_bending_but_unfinished(), {"optimizer": "Adam", "eps": 1e-3}).finding("slow-convergence").level == "ok"
+    assert _analyze(_bending_but_unfinished(), {"optimizer": "SGD", "eps": 1.0}).finding("slow-convergence").level == "ok"
+    # A loss that has settled is not slow, whatever its epsilon.
+    settled = {"loss": (STEPS, 1.0 + 1.3 * np.exp(-STEPS / 30) + 0.005 * np.random.default_rng(7).standard_normal(N))}
+    assert _analyze(settled, {"optimizer": "Adam", "eps": 1.0}).finding("slow-convergence").level == "ok"
 
 
 def test_corroboration_thresholds_are_configurable():

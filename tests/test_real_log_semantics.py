@@ -203,7 +203,8 @@ def test_a_constant_rate_crawl_is_noted_a_tiny_one_is_slow_and_a_loss_that_bends
     tiny = 2.3 - 0.1 * T / N + _noise(6, 0.005)
     assert _report(loss=tiny).finding("slow-convergence").evidence[0].code == "small_improvement"
     healthy = _report(loss=_healthy_loss()).finding("slow-convergence")
-    assert healthy.level == "ok" and not healthy.evidence
+    # (a loss still falling at the end keeps that as evidence, never a note: tests/test_config_facts.py)
+    assert healthy.level == "ok" and {e.code for e in healthy.evidence} <= {"still_falling"}
 
 
 def test_a_finished_twenty_epoch_crawl_is_slow_and_a_live_one_is_too_early_to_call():
@@ -261,7 +262,7 @@ def test_a_fine_tune_that_fell_most_of_the_way_in_its_warm_up_is_not_slow():
     stairs = 0.35 - 0.06 * (T >= 400) - 0.06 * (T >= 700) - 0.05 * (T >= 950) - 0.01 * np.clip((T - 100) / 300, 0, 1)
     loss = np.where(T < 100, warm, stairs) + _noise(11, 0.01)
     assert _report(loss=loss, learning_rate=lr).finding("slow-convergence").level == "ok"
-    assert not _report(loss=loss, learning_rate=lr).finding("slow-convergence").evidence
+    assert "back_loaded_fall" not in {e.code for e in _report(loss=loss, learning_rate=lr).finding("slow-convergence").evidence}
     # The same staircase without the fall in warm-up is the crawl the back-loaded note is for.
     crawl = _report(loss=np.where(T < 100, 0.35, stairs) + _noise(11, 0.01), learning_rate=lr).finding("slow-convergence")
     assert crawl.level == "ok" and crawl.evidence[0].code == "back_loaded_fall"
@@ -550,6 +551,14 @@ def test_a_back_loaded_fall_under_a_logged_adam_epsilon_of_one_is_slow(name):
     finding = _torch_run(name).finding("slow-convergence")
     assert finding.level == "warning" and "back_loaded_fall" in {e.code for e in finding.evidence}, finding.message
     assert "config_adam_epsilon" in {e.code for e in finding.evidence}
+
+
+@pytest.mark.parametrize("name", ["unet_adam_eps_large", "vit_adam_eps_large", "forecast_adam_eps_large"])
+def test_an_unfinished_fall_under_a_logged_adam_epsilon_of_one_is_slow(name):
+    # Adam eps 1.0 in the W&B config, a fall that bends like a healthy one (half of it in 25-42 % of the run) and is still
+    # falling at the end (second-half trend t -4.4 to -21): each reaches its twin's final loss 4x later or never.
+    finding = _torch_run(name).finding("slow-convergence")
+    assert finding.level == "warning" and {"still_falling", "config_adam_epsilon"} <= {e.code for e in finding.evidence}, finding.message
 
 
 @pytest.mark.parametrize("name", ["seqcls_lr_too_high_adam", "seqcls_lr_too_high_sgd"])

@@ -237,6 +237,7 @@ def _batch_size(per_device: Fact | None, accumulation: Fact | None) -> Fact | No
 @dataclass(frozen=True)
 class Thresholds:
     adam_eps_large: float = knob(1e-4, "slow-convergence: an Adam epsilon at or above this damps every update (Adam's usual is 1e-8)")
+    adam_eps_swamping: float = knob(1e-2, "slow-convergence: an Adam epsilon at or above this outweighs sqrt(v) for almost every weight (gradient RMS is typically 1e-4 to 1e-2), so Adam steps like SGD at LR x (1 - beta1) / epsilon; with the loss still falling at the end, the run is slow")
     adam_eps_usual: float = knob(1e-8, "Adam's default epsilon, the yardstick a large one is compared with in the message")
     lr_small_adam: float = knob(1e-5, "slow-convergence: an Adam-family LR at or below this is very small")
     lr_small_sgd: float = knob(1e-4, "slow-convergence: an SGD LR at or below this is very small")
@@ -360,11 +361,26 @@ def promote(findings: Sequence[Finding], cf: ConfigFacts, thresholds: Thresholds
     rate, an ``ok`` finding) becomes a warning when the config names a setting that slows every step — the Adam
     epsilon or the LR that :func:`corroborate` would cite for a slow run. The shape alone does not tell a slow run
     from one stopped mid-descent, and a config alone can be stale; the two agreeing can (torch corpus: every
-    back-loaded run with such a config is a confirmed slow run; no healthy run has one). Run it before
+    back-loaded run with such a config is a confirmed slow run; no healthy run has one). And any loss still falling
+    significantly at its end becomes a warning when the logged Adam epsilon swamps the gradients (``adam_eps_swamping``):
+    then the fall's shape does not matter, since every step was damped. Run it before
     :func:`explain.explain`, so that a stronger finding still explains the promoted one, and before
     :func:`corroborate`, which then adds the config's evidence and sentences."""
-    return tuple(slow_convergence.confirmed_by_config(f) if slow_convergence.is_back_loaded_note(f) and _slow(cf, thresholds) else f
-                 for f in findings)
+    return tuple(_promoted(f, cf, thresholds) for f in findings)
+
+
+def _promoted(f: Finding, cf: ConfigFacts, t: Thresholds) -> Finding:
+    if slow_convergence.is_back_loaded_note(f) and _slow(cf, t):
+        return slow_convergence.confirmed_by_config(f)
+    if slow_convergence.is_still_falling_note(f) and _epsilon_swamps(cf, t):
+        return slow_convergence.slowed_by_epsilon(f)
+    return f
+
+
+def _epsilon_swamps(cf: ConfigFacts, t: Thresholds) -> bool:
+    """An Adam-family (or unnamed) optimizer whose epsilon is at least ``adam_eps_swamping``: no healthy run of the
+    torch corpus or the public logs has one (every torch run with epsilon 1.0 is slow by its twin)."""
+    return cf.adam_epsilon is not None and cf.optimizer_family != "sgd" and cf.adam_epsilon.value >= t.adam_eps_swamping
 
 
 # The corroboration rules in words, for docs/design.md (a test keeps the two the same).

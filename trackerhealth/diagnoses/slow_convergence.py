@@ -87,8 +87,28 @@ RECOMMENDATION = (
 BACK_LOADED = "back_loaded_fall"
 
 
+# The evidence code of a loss still falling over its second half, on an ``ok`` finding or the back-loaded note.
+STILL_FALLING = "still_falling"
+
+
 def is_back_loaded_note(finding: Finding) -> bool:
     return finding.id == ID and finding.level == OK and any(e.code == BACK_LOADED for e in finding.evidence)
+
+
+def is_still_falling_note(finding: Finding) -> bool:
+    """An ``ok`` finding whose loss is still falling significantly at the end (the back-loaded note included)."""
+    return finding.id == ID and finding.level == OK and any(e.code == STILL_FALLING for e in finding.evidence)
+
+
+def slowed_by_epsilon(note: Finding) -> Finding:
+    """The ``ok`` finding of a loss still falling at its end as a warning, for a run whose logged Adam epsilon is so
+    large that every update is divided by it (``config_facts.promote`` decides when). The fall need not look slow:
+    with such an epsilon Adam steps like plain SGD at a tiny LR, so whatever the run reached, a sane epsilon reaches
+    sooner, and the loss still falling says the run has not got there. Corroboration adds the config's evidence."""
+    falling = next(e for e in note.evidence if e.code == STILL_FALLING)
+    message = (f"{falling.metric} is still falling at the end of the run (trend t={c.fmt(falling.observed)} over its second half) and "
+               "the logged config sets an Adam epsilon that outweighs the gradients' scale, which slows every step.")
+    return Finding(ID, WARNING, note.title, message, RECOMMENDATION, note.evidence, note.explained_by)
 
 
 def confirmed_by_config(note: Finding) -> Finding:
@@ -382,7 +402,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         evidence = [
             Evidence(key, half_share, thresholds.back_loaded, float(loss.steps[0]), float(loss.steps[-1]), BACK_LOADED,
                      f"half of the loss' fall ({c.fmt(100 * total_fall)}% of its start) took {c.fmt(100 * half_share)}% of the run"),
-            Evidence(key, t_tail, -thresholds.min_t_tail, float(s[half]), float(s[-1]), "still_falling",
+            Evidence(key, t_tail, -thresholds.min_t_tail, float(s[half]), float(s[-1]), STILL_FALLING,
                      "trend t statistic of the binned loss over its second half"),
         ]
         # A note, not a finding: the shape alone does not tell a slow run from a healthy one stopped mid-descent or
@@ -396,8 +416,15 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
                    "(--group-by) to measure it against a baseline, or compare a run at a higher learning rate.")
         return c.ok(_SELF, message, tuple(evidence))
     if not ((train_falls or val_falls) and small):
+        # A loss still falling significantly over its second half keeps that fact as evidence: alone it is no verdict
+        # (a healthy run stopped mid-descent), but beside a config whose Adam epsilon swamps every update it is one
+        # (config_facts.promote).
+        # Significantly so (min_t, not the weaker min_t_tail): pure noise about a settled level passes t <= -1 one time in six.
+        unfinished = () if t_tail > -thresholds.min_t else (
+            Evidence(key, t_tail, -thresholds.min_t, float(s[half]), float(s[-1]), STILL_FALLING,
+                     "trend t statistic of the binned loss over its second half"),)
         return c.ok(_SELF, f"{key} fitted improvement {c.fmt(100 * improvement)}% after the first tenth (trend t={c.fmt(t_all)}); "
-                           f"half of its fall took {c.fmt(100 * half_share)}% of the run")
+                           f"half of its fall took {c.fmt(100 * half_share)}% of the run", unfinished)
 
     # At the end-of-run slope, how many runs of this length to reach half the current loss? A
     # loss that would halve within a few more such runs (a language model's power law) is slow
