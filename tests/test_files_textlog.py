@@ -152,6 +152,41 @@ def test_keras_epoch_lines_after_a_settings_banner_that_names_the_epochs_count_t
     assert points(h, "loss") == [(1.0, 0.46), (2.0, 0.41), (3.0, 0.28)]
 
 
+def olmo(rows):
+    """OLMo's trainer: after a tab-separated logging prefix, a ``[step=N/T,epoch=E]`` header, then one indented
+    ``name=value`` per metric line (thousands separated by commas)."""
+    prefix = "2025-12-11 00:28:{:02d}.343\thazy-book-rustles-fin-02:0\tolmo.train:979\tINFO\t"
+    out = [prefix.format(0).replace("olmo.train:979", "train:417") + "CLI environment prepared"]
+    for step, loss, gnorm in rows:
+        out += [prefix.format(step) + f"[step={step}/2500,epoch=0]", f"    optim/total_grad_norm={gnorm}",
+                f"    train/CrossEntropyLoss={loss}", f"    train/Perplexity={math.exp(loss):,.0f}",
+                f"    throughput/total_tokens={step * 4_194_304:,}"]
+    out.append("W1212 12:11:26.156000 9724 torch/distributed/elastic/multiprocessing/api.py:908] Sending process 9875 "
+               "closing signal SIGTERM")
+    return "\n".join(out) + "\n"
+
+
+def test_olmo_step_headers_give_their_indented_metrics_that_step(tmp_path):
+    # Public logs P584, P585 (batch 53): each metric line alone names no step, so every OLMo metric was dropped, and the
+    # prefix's host name and "olmo.train:979" were read as metrics. Now a step-only header's name=value lines are its.
+    log = tmp_path / "train.log"
+    log.write_text(olmo([(1, 10.35, 7.712), (2, 10.01, 5.5), (3, 9.61, 3.25)]))
+    h = one(log)
+    assert points(h, "train/cross_entropy_loss") == [(1.0, 10.35), (2.0, 10.01), (3.0, 9.61)]
+    assert points(h, "optim/total_grad_norm") == [(1.0, 7.712), (2.0, 5.5), (3.0, 3.25)]
+    assert points(h, "throughput/total_tokens") == [(1.0, 4_194_304.0), (2.0, 8_388_608.0), (3.0, 12_582_912.0)]
+    assert round(h["train/perplexity"].values[0]) == round(math.exp(10.35))  # "31,187", not 31
+    assert not {k for k in h.keys() if "olmo" in k or "hazy" in k or "sigterm" in k or "process" in k}
+    assert resolve(h).key("train_loss") == "train/cross_entropy_loss"
+
+
+def test_a_comma_between_two_numbers_is_no_thousands_separator(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"step {i}: loss {1.0 / i:.4f}, acc 0.{i}, lr 1,2\n" for i in range(1, 6)))
+    h = one(log)
+    assert points(h, "loss")[:2] == [(1.0, 1.0), (2.0, 0.5)] and h["acc"].values[1] == 0.2
+
+
 def test_a_split_named_once_by_a_lines_first_metric_covers_its_bare_names(tmp_path):
     # Public logs P537-P539 (batch 50): "[Epoch: 05] Valid acc: 0.2988 | loss: 2.0462" after the epoch's "Train acc: ... |
     # loss: ..." line. The bare "loss" of the val line had gone into the train loss's series every fifth epoch.

@@ -101,7 +101,7 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
     """Analyze local training logs: CSV, Parquet, JSONL (long or wide), HF trainer_state.json,
     Lightning metrics.csv, detectron2 metrics.json, Ultralytics YOLO results.csv, TensorBoard event
     files, MLflow run folders, W&B run folders (offline or synced), and printed training logs
-    (.log, .txt, .out: nanoGPT, Megatron-LM, Keras, YOLO console lines, Chinese metric names; named one by one).
+    (.log, .txt, .out: nanoGPT, Megatron-LM, OLMo, Keras, YOLO console lines, Chinese metric names; named one by one).
 
     \b
     Examples:

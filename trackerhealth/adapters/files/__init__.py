@@ -11,7 +11,7 @@
 * TensorBoard event files (needs the ``tensorboard`` extra);
 * W&B run folders and their ``run-<id>.wandb`` logs, offline or synced (needs the ``wandb`` extra;
   read by :mod:`trackerhealth.adapters.wandb`);
-* printed training logs (``.log``, ``.txt``, ``.out``, ``.err``: nanoGPT, Megatron-LM, Keras, HF Trainer's
+* printed training logs (``.log``, ``.txt``, ``.out``, ``.err``: nanoGPT, Megatron-LM, OLMo, Keras, HF Trainer's
   console), named one by one — a folder's text files are not read (:mod:`._textlog`).
 
 Formats are recognised by content, not only by name (the CSV separator, decimal commas, UTF-16

@@ -25,7 +25,8 @@ lines borrow the step of the last ``Epoch N/M`` line, and so do lines that name 
 header that names only an epoch (st-gcn and the skeleton-action codebases built on its ``torchlight`` IO print
 ``Training epoch: 3`` then ``mean_loss: 1.23`` on a line of its own; under ``Eval epoch: 5`` the metrics are
 ``val/``). Where such headers count from their first epoch again (a script started anew, appending to its
-log), each start is a run of its own. Times in milliseconds get a ``_ms`` suffix so
+log), each start is a run of its own. A header that names only a step does the same for the lines under it: OLMo's
+trainer prints ``[step=5/2500,epoch=0]`` after its logging prefix, then one ``train/CrossEntropyLoss=10.35`` per line. Times in milliseconds get a ``_ms`` suffix so
 the roles read them in seconds. A line that opens with a validation word (``validation loss at
 iteration 1000 | lm loss value: …``) puts its metrics under ``val/``. Every other line (banners,
 config dumps, warnings, tracebacks) is ignored, and the run's notes say how many metric lines were read.
@@ -40,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...roles import is_loss, tokens
+from ...roles import _CAMEL_BOUNDARY, is_loss, tokens
 from ...schema import RunHistory
 from ._chinese import in_reader_words
 from ._common import Origin, build_history
@@ -51,7 +52,10 @@ from ._tables import _spread_within_epochs
 TEXT_LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 
 # A printed nan/inf ends its field ("loss: nan |", "loss nan,"): in "number of nan iterations: 0" it is a word.
-_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)(?=\s*(?:$|[,;|)\]}]|-\s))"
+# "31,187" (OLMo prints "train/Perplexity=31,187"): thousands separators, groups of exactly three digits, so that
+# "loss: 0.5, acc: 0.9" and "epoch 1,2" stay apart.
+_NUMBER = (r"[-+]?\d{1,3}(?:,\d{3})+(?![\d.,])(?:\.\d+)?|"
+           r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)(?=\s*(?:$|[,;|)\]}]|-\s))")
 _PAIR = re.compile(
     r"(?<![\w.])(?P<name>[A-Za-z][\w./\-]*(?:[ \t]+\(?[A-Za-z][\w./\-]*\)?)*?)"  # words, maybe spaced
     r"(?:\s*[:=]\s*|\s+)"                                                       # separator
@@ -76,6 +80,11 @@ _SENTENCE_END = re.compile(r"\.\s+")
 # "... | INFO     | ". Hand-written: the logging module's format is the script's own, and no parser reads it back.
 # Upper case only, as logging and loguru print a level: "Model info: val ..." is a message, not a prefix.
 _LOG_PREFIX = re.compile(r"^.{0,40}?\b(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b\]?(?::[\w.<>-]+:|\s*[-:|]\s*|\s+)")
+# A prefix of tab-separated fields ending in the level (OLMo: "2025-12-11 00:28:29.343<TAB>host-02:0<TAB>olmo.train:979
+# <TAB>INFO<TAB>"): its host and "module:line" fields are no metrics. Tabs bound it, so it is cut from every line.
+# Under a step-only header, a metric line is one indented ``name=value`` and nothing else.
+_ONE_PAIR = re.compile(r"^\s+[A-Za-z][\w./\-]*\s*=\s*\S+\s*$")
+_TAB_LOG_PREFIX = re.compile(r"^(?:[^\t\n]*\t){1,6}(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\t")
 # YOLOv5/v7/v8's console: a header of column names opening with "Epoch", then per epoch a row whose
 # first cell is "12/299" (redrawn by a progress bar). Its box/obj/cls/dfl/seg columns are losses even
 # where the name lacks the word (v5/v7); "total" is their sum.
@@ -100,7 +109,9 @@ def _key(name: str, unit: str | None) -> str:
     m = _UNIT_IN_NAME.search(name)
     if m:
         name, unit = name[: m.start()], m.group(1)
-    key = re.sub(r"[\s\-]+", "_", name.lower()).strip("_")
+    # CamelCase words apart first (OLMo's "CrossEntropyLoss" -> cross_entropy_loss): lower-cased whole, a name hides its
+    # loss word from the roles.
+    key = re.sub(r"[\s\-]+", "_", _CAMEL_BOUNDARY.sub("_", name).lower()).strip("_")
     if unit and unit.lower() in ("ms", "s", "sec", "secs", "seconds"):
         key += "_ms" if unit.lower() == "ms" else "_s"
     return key
@@ -111,7 +122,7 @@ def _pairs(line: str) -> list[tuple[str, float, float | None, str | None]]:
     out = []
     for m in _PAIR.finditer(_QUALIFIER.sub("", line)):
         try:
-            value = float(m.group("value"))
+            value = float(m.group("value").replace(",", ""))
         except ValueError:
             continue
         total = float(m.group("total")) if m.group("total") else None
@@ -280,8 +291,9 @@ def parse_text_log(text: str) -> tuple[_Rows, str, bool]:
     last_train: tuple[float, tuple[float, float, float] | None, bool] | None = None  # where training had got to
     pass_so_far: dict[str, float] = {}  # an evaluation pass's running averages, not yet added
     # split("\n"), not splitlines(): a progress bar's "\r" redraws stay on their line, and only the last counts.
-    for raw in text.split("\n"):
+    for raw in _fold_step_headers(text.split("\n")):
         line = raw.rstrip("\r").rsplit("\r", 1)[-1].replace("\b", "")  # a Windows "\r\n" is no redraw
+        line = _TAB_LOG_PREFIX.sub("", line, count=1)
         bar = "\r" in raw.rstrip("\r")
         if not line.strip() or len(line) > _MAX_LINE:
             continue
@@ -352,6 +364,30 @@ def parse_text_log(text: str) -> tuple[_Rows, str, bool]:
     if not rows.lines and unnamed.lines >= _MIN_UNNAMED_LINES:
         return unnamed, counter, True
     return rows, counter, False
+
+
+def _fold_step_headers(lines: list[str]) -> list[str]:
+    """The lines with each header that names only its step (OLMo's ``[step=5/2500,epoch=0]``, after its logging prefix)
+    joined with the indented ``name=value`` lines under it, one metric each (``    train/CrossEntropyLoss=10.35``), into
+    one line: ``[step=5/2500,epoch=0] train/CrossEntropyLoss=10.35 | optim/total_grad_norm=7.712``. Each metric line
+    alone names no step, and a grad-norm line no loss (public logs P584, P585: every OLMo metric had been dropped)."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        pairs_after = i + 1
+        while pairs_after < len(lines) and _ONE_PAIR.match(lines[pairs_after].rstrip("\r")):
+            pairs_after += 1
+        if pairs_after > i + 1:
+            head = _TAB_LOG_PREFIX.sub("", line.rstrip("\r"), count=1)
+            step, _, metrics = _line_metrics(head)
+            if step is not None and not metrics:
+                out.append(" | ".join([head.rstrip(), *(p.strip() for p in lines[i + 1:pairs_after])]))
+                i = pairs_after
+                continue
+        out.append(line)
+        i += 1
+    return out
 
 
 def _opens_with_val(line: str) -> bool:
