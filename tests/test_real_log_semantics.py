@@ -892,6 +892,22 @@ def test_a_loss_that_climbs_an_order_of_magnitude_above_its_start_blew_up_even_w
     assert not any(e.code == "loss_above_start" for e in _report(loss=crossing).finding("nonfinite").evidence)
 
 
+def test_a_noisy_per_sample_loss_whose_first_point_is_a_low_draw_did_not_blow_up():
+    # Public logs P551, P552 (batch 51, scored once: nonfinite): batch 1, one sample's loss per logged step, from 1e-10 to
+    # 26 about a flat median of 0.006; the first logged point, 8e-4, is a low draw. Its level is not 10x a start that
+    # noise set: the first point stands for the start only where it is its block's lowest (a blow-up lifts the rest).
+    rng = np.random.default_rng(9)
+    loss = 0.006 * np.exp(2.0 * rng.standard_normal(N))
+    loss[0] = 8e-4
+    loss[1:10] = np.maximum(loss[1:10], 1e-3)
+    loss[3] = 2e-4  # a lower draw in the first block
+    assert not _report(loss=loss).finding("nonfinite").is_problem, _report(loss=loss).finding("nonfinite").message
+    # The same level after a first point that everything after it exceeds (P154's blow-up in its second log) blew up.
+    blown = np.r_[8e-4, 0.02 * np.exp(0.3 * rng.standard_normal(N - 1))]
+    finding = _report(loss=blown).finding("nonfinite")
+    assert finding.level == "critical" and finding.evidence[0].code == "loss_above_start", finding.message
+
+
 def test_a_blow_up_in_the_first_logs_is_measured_against_the_gradient_norms_after_it():
     # Torch run seq2seq_gradient_explosion_noclip (built blind; scored once: loss-oscillation): SGD at lr 30 without
     # clipping, the loss 3.4 -> 1329 by step 87 and ~400-900 after, the gradient norm 4.1e4 at step 11 against ~4

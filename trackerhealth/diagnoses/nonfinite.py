@@ -28,7 +28,7 @@ blow-up came within the first logs, before any norm could set a baseline, and th
 over the last ``held_share`` of the run: one that came back to its start after a few steps never learned, which
 loss-oscillation reports), and that spike is the onset; a loss that climbs back
 more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up. A loss level held at
-``start_factor`` × its start (the first block's level or first point, the lower) has blown up whether or not the
+``start_factor`` × its start (the first block's level or the first point, the lower, where that point is its block's lowest) has blown up whether or not the
 log shows it learning first (evidence ``loss_above_start``; the same gradient-norm check). Neither finite blow-up is
 read from a GAN's generator or discriminator loss (a generator's loss may climb 10× in healthy training). With nothing of the
 above, a val loss ``val_spike_factor`` × the median of the evaluations before it (after the first
@@ -369,8 +369,12 @@ def _divergence(history: RoleView, thresholds: Thresholds) -> Finding | None:
         return None
     b = stats.binned(loss.steps, loss.values, n_blocks)
     level, steps = b.median, b.steps
+    # The first point stands for the start only where it is its block's lowest: a blow-up within the first logs lifts
+    # every point after it (P154), while a noisy per-sample loss scatters below it too (P551, P552: batch 1, points
+    # from 1e-10 to 26 about a flat 0.006, the first a low draw of 8e-4).
+    first = float(loss.values[0]) if loss.values[0] <= b.low[0] else float(level[0])
     return (_diverged_after_learning(history, level, steps, thresholds)
-            or _blown_past_start(history, level, steps, float(loss.values[0]), thresholds))
+            or _blown_past_start(history, level, steps, first, thresholds))
 
 
 def _diverged_after_learning(history: RoleView, level: np.ndarray, steps: np.ndarray, thresholds: Thresholds) -> Finding | None:
@@ -401,8 +405,8 @@ def _blown_past_start(history: RoleView, level: np.ndarray, steps: np.ndarray, f
     whether or not the log shows it learning first — a run whose first logged loss is already its lowest
     (P321: 0.017 → 10.3 in four logs; P154: 1.4e6 → 1.9e12) has no fall for the learned-first path to
     measure. No healthy training loss climbs an order of magnitude above where it started. The start is
-    the first block's level or the first point, the lower: a blow-up within the first few logs (P154's
-    second step) lifts the first block's median with it."""
+    the first block's level or ``first`` (the first point where it is its block's lowest), the lower: a blow-up within
+    the first few logs (P154's second step) lifts the first block's median with it."""
     start = min(float(level[0]), first)
     if not start > 0 or not np.all(level > 0):
         return None  # a loss that crosses zero (an RL objective, a log-likelihood) has no scale to multiply
