@@ -7,7 +7,7 @@ falling loss as learning — a loss that rose, never learned, crawls, or stands 
 apply to either side; what still does is a NaN, an exploding gradient and the other diagnoses.
 
 Recognised by key names alone, and only as a pair: a loss key naming the generator (``G_loss``,
-``loss_gen``, ``Generator loss``, ``errG``, ``lossG``) with another naming the discriminator or critic
+``loss_gen``, ``Generator loss``, ``errG``, ``lossG``, Keras' ``gan_loss``) with another naming the discriminator or critic
 (``D_loss``, ``loss_dis``, ``critic_loss``, ``errD``), or the other way round. One key that happens to
 end in ``_d`` is not a GAN.
 """
@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-GENERATOR = frozenset({"g", "gen", "generator", "netg"})
+# "gan": Keras' DCGAN recipe trains the generator through a combined model named "gan" (the discriminator frozen inside
+# it), so its ``gan_loss`` is the generator's (public log P635, beside disc_real_loss and disc_fake_loss).
+GENERATOR = frozenset({"g", "gen", "generator", "netg", "gan"})
 DISCRIMINATOR = frozenset({"d", "dis", "disc", "discriminator", "critic", "netd"})
 LOSS_WORDS = frozenset({"loss", "err", "error"})
 
