@@ -518,7 +518,9 @@ def _torch_run(name: str):
 @pytest.mark.parametrize("name", ["rnn_batch_too_small", "transformer_batch_too_small"])
 def test_a_loss_that_fell_early_and_stuck_with_a_val_loss_that_never_improved_is_loss_oscillation(name):
     # Batch 2 with a high Adam LR: the char LM drops to about its unigram loss in the first tenth and
-    # bounces there; its val loss ends within 1 % of its first evaluations. The twin (batch 32) ends 1.6x lower.
+    # bounces there; its val loss ends within 1 % of its first evaluations. The transformer's twin (batch 32) ends 1.57x
+    # lower; the GRU's 1.44x since the ground truth's end level is its last points' median (under the 1.5 its check
+    # asks: kept, not scored), so for the GRU this is what the finding says, not a scored verdict.
     finding = _torch_run(name).finding("loss-oscillation")
     assert finding.is_problem and [e.code for e in finding.evidence][0] == "val_stalled", finding.message
 

@@ -131,7 +131,7 @@ NEVER_SCORED_RECOMMENDATION = (
 REAL_CASES = (
     RealCase("transformer_lr_too_high", TORCH, "a character-level transformer trained with AdamW at lr 0.6",
              "rose from 7.76 to 10.1 … The config sets the learning rate to 0.6, high for adamw"),
-    RealCase("rnn_batch_too_small", TORCH, "a GRU character LM trained with batch 2 at Adam lr 0.06",
+    RealCase("transformer_batch_too_small", TORCH, "a character-level transformer trained with batch 2 at AdamW lr 0.15",
              "fell early and then stuck: val/loss never improved after its first evaluations … the updates are too noisy"),
     RealCase("P24", PUBLIC, "JohnBBB42/Hidden_Markov_Miracles, a Lightning CSVLogger metrics.csv",
              "train_nll_step is stuck near 0.666, only 1.63% below its start 0.677, and it shot up to 28.8x its starting level early on"),

@@ -66,8 +66,6 @@ REAL_CASES = (
              "recon_loss is 93.2% of the total loss while kl_loss fell by only 0.233%"),
     RealCase("multitask_digits_imbalance_ink_div10", TORCH, "ink in units of 10 pixels beside a digit classifier: 80 % of the total at the end",
              "train/loss_ink began at 429x train/loss_cls's level: its gradient swamped that task's from the first step."),
-    RealCase("cnn_imbalance_raw_ink", TORCH, "ink regressed in raw pixels beside a digit classifier, the two losses summed unweighted",
-             "train/loss_ink is 78x train/loss_digit's level and fell to 0.0802% of its start, while train/loss_digit only fell to 85.2%"),
 )
 
 
