@@ -216,8 +216,9 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # 0.7643 (periodic-spikes 1 of 4 found). Batches 54-56 (P604-P655, 28 scored; blind: 0.56, 1 of 5; 0.50, 1 of 5;
     # 0.59, 0 of 2): all 583 0.7564, 4 of 300. Then Keras' gan_loss is a generator's (after P635, in-sample): 0.7569,
     # 3 of 300. Batches 57-59 (P664-P709, 14 scored; blind: 0.80, 0 of 3; 1.00, 0 of 4; 1.00, 0 of 2): all 597 0.7590,
-    # 3 of 309.
+    # 3 of 309. Then an error rate (WER, CER) at one value at every evaluation never learned, short logs included (after
+    # P669, in-sample; P654's train accuracy, 0 at 13 of 14 epochs, is found so too): 0.7608, still 3 of 309.
     assert not missing and len(cases) >= 597
-    assert macro_f1(cases) >= 0.759
+    assert macro_f1(cases) >= 0.760
     wrong, healthy = healthy_flagged(cases)
     assert healthy >= 309 and wrong <= 3

@@ -161,6 +161,29 @@ def test_a_plateau_beside_an_accuracy_that_never_changes_is_loss_oscillation_not
     assert "metric_constant" not in [e.code for e in running.finding("loss-oscillation").evidence]
 
 
+def test_an_error_rate_that_never_changes_never_learned_even_on_a_short_log():
+    # Public log P669 (batch 57, scored once: missed): an ASR fine-tune whose loss sits at 4.97-5.01 for 26 logs after an
+    # early drop, its word error rate exactly 1.0 at all six evaluations. An error rate (WER, CER) at one value at every
+    # evaluation is a model whose output never changed: the mirror of an accuracy that never moved. Short logs too.
+    steps = np.arange(26, dtype=float) * 25
+    loss = np.r_[8.0, 6.1, 5.3, 5.0 + 0.02 * np.random.default_rng(3).standard_normal(23)]
+    evals = steps[4::4]
+    report = analyze(RunHistory.from_series(REF, {"loss": (steps, loss), "eval_wer": (evals, np.ones(len(evals)))}))
+    finding = report.finding("loss-oscillation")
+    assert finding.level == "warning" and [e.code for e in finding.evidence] == ["metric_constant", "second_half_fall"], finding.message
+    assert "eval_wer is 1 at every one of its 6 evaluations" in finding.message
+    # Not at a perfect 0, nor once it moved; and an error rate is no quality metric, nor a loss.
+    for wer in (np.zeros(len(evals)), np.r_[np.ones(len(evals) - 1), 0.93]):
+        other = analyze(RunHistory.from_series(REF, {"loss": (steps, loss), "eval_wer": (evals, wer)}))
+        assert "metric_constant" not in [e.code for e in other.finding("loss-oscillation").evidence]
+    from trackerhealth.roles import resolve
+
+    roles = resolve(RunHistory.from_series(REF, {"loss": (steps, loss), "eval_wer": (evals, wer), "val/cer": (evals, wer),
+                                                 "error_rate": (evals, wer), "eval_T3_wer_loss": (evals, wer)})).roles
+    assert [k for _, k in roles.group("error_metrics")] == ["eval_wer", "val/cer", "error_rate"]
+    assert not roles.group("quality_metrics") and roles.key("train_loss") == "loss"
+
+
 def test_a_loss_that_falls_then_freezes_at_a_constant_prediction_is_loss_oscillation():
     # Public log P09-v5 (an LSTM regressing 0/1 targets): the MSE falls 0.63 -> 0.25 with batch noise,
     # then sits at 0.2500-0.2505 for the rest of the run -- predicting 0.5 for every sample, whatever the batch.

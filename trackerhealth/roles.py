@@ -32,7 +32,7 @@ SCALAR_ROLES = (
     "throughput",
     "epoch",
 )
-GROUP_ROLES = ("layer_grad_norms", "layer_weight_norms", "task_losses", "quality_metrics")
+GROUP_ROLES = ("layer_grad_norms", "layer_weight_norms", "task_losses", "quality_metrics", "error_metrics")
 ROLES = SCALAR_ROLES + GROUP_ROLES
 TIME_ROLES = ("step_time", "data_time", "compute_time")
 
@@ -52,6 +52,10 @@ _QUALITY = {"acc", "accuracy", "f1", "map", "map50", "map75", "auc", "auroc", "p
             "exact", "match", "em", "iou", "miou", "dice", "bleu", "rouge1", "rouge2", "rougel"}
 _QUALITY_QUALIFIERS = {"metrics", "metric", "step", "epoch", "avg", "mean", "macro", "micro", "weighted", "b", "m",
                        "seq", "token", "char", "overall", "score"}
+# Error rates, the mirror image: lower is better, 0 is perfect, and one value at every evaluation is a model whose
+# output never changed (public log P669: an ASR fine-tune at word error rate exactly 1.0 at all six evaluations).
+# Speech and translation rates by name (word, character, phone, translation edit rate), or "error rate" spelled out.
+_ERROR_RATES = {"wer", "cer", "per", "ter"}
 
 
 # A lower-case letter followed by a capitalised word starts a new word: ``ValLoss``, ``trainLoss`` (Keras-
@@ -163,6 +167,15 @@ def _is_quality(tok: list[str]) -> bool:
     words = set(tok)
     return bool(words & _QUALITY) and not (words & (_LOSS_WORDS | {"err", "error", "best", "lr"})) and all(
         t in _QUALITY or t in _QUALITY_QUALIFIERS or t in _VAL or t in _TRAIN or t.isdigit() for t in words)
+
+
+def _is_error_rate(tok: list[str]) -> bool:
+    """A run-level lower-is-better error rate (``eval_wer``, ``val/cer``, ``error_rate``): an error-rate word (or
+    "error" with "rate"), and no word that is not a stage, a qualifier or a number."""
+    words = set(tok)
+    named = bool(words & _ERROR_RATES) or {"error", "rate"} <= words
+    return named and all(t in _ERROR_RATES or t in {"error", "rate"} or t in _QUALITY_QUALIFIERS or t in _VAL
+                         or t in _TRAIN or t.isdigit() for t in words)
 
 
 def _is_val(tok: list[str]) -> bool:
@@ -430,6 +443,9 @@ def resolve(history: RunHistory, overrides: Mapping[str, object] | None = None, 
     quality = tuple((k, k) for k in keys if _is_quality(tokens(k)))
     if quality:
         groups["quality_metrics"] = quality
+    errors = tuple((k, k) for k in keys if _is_error_rate(tokens(k)))
+    if errors:
+        groups["error_metrics"] = errors
 
     # Gradient and weight norms.
     grad_total = []

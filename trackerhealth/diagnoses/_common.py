@@ -177,7 +177,8 @@ _PERFECT_SCORES = (1.0, 100.0)
 def never_scored_metric(view: RoleView, min_points: int, zero_share: float) -> NeverScored | None:
     """The first quality metric (accuracy, F1, mAP, …: role ``quality_metrics``) that never scored, else None:
     exactly 0 at ``zero_share`` or more of its ``min_points``-plus finite evaluations, the last one included,
-    or the very same value at every one of them (short of a perfect 1.0 or 100).
+    or the very same value at every one of them (short of a perfect 1.0 or 100); failing that, the first error rate
+    (WER, CER: role ``error_metrics``) at one and the same value at every evaluation (short of a perfect 0).
 
     A model that learned anything gets some answer right: an accuracy, F1 or mAP that is 0 at every
     evaluation says it never did, whatever its loss does (a detector at mAP 0 for 100 epochs, public
@@ -196,5 +197,14 @@ def never_scored_metric(view: RoleView, min_points: int, zero_share: float) -> N
             if zeros >= zero_share * len(s):
                 return NeverScored(key, zeros, len(s), float(s.steps[0]), float(s.steps[-1]))
         elif bool((s.values == first).all()) and first not in _PERFECT_SCORES:
+            return NeverScored(key, len(s), len(s), float(s.steps[0]), float(s.steps[-1]), first, constant=True)
+    # An error rate (role ``error_metrics``: WER, CER) at one and the same value at every evaluation, short of a perfect 0:
+    # the output never changed (public log P669, an ASR fine-tune at WER exactly 1.0 at all six evaluations).
+    for _, key, series in view.group("error_metrics"):
+        s = series.finite()
+        if len(s) < min_points:
+            continue
+        first = float(s.values[0])
+        if first != 0 and bool((s.values == first).all()):
             return NeverScored(key, len(s), len(s), float(s.steps[0]), float(s.steps[-1]), first, constant=True)
     return None

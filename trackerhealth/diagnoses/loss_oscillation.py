@@ -43,7 +43,8 @@ a batch of 2 or an LR far too high keeps a character LM bouncing near its unigra
 converged early fell most of the way. A quality metric that never scored says the same where the loss cannot: an accuracy, F1 or mAP logged
 beside it (role ``quality_metrics``) that is exactly 0 at ``metric_zero_share`` of its ``metric_min_points``-plus
 evaluations, the last included, or at one and the same value at every one of them (short of a perfect 1 or 100:
-evidence ``metric_constant``, in a finished run: a model whose predictions change moves its accuracy), while the loss fell less than
+evidence ``metric_constant``, in a finished run: a model whose predictions change moves its accuracy) — or an error
+rate (role ``error_metrics``: WER, CER) at one and the same value at every evaluation (short of a perfect 0), while the loss fell less than
 ``metric_max_half_fall`` over its second half (evidence ``metric_at_zero``, a warning): a loss that fell early and then sat on a plateau reads like one
 that converged, but a model that learned anything gets some answers right. A loss whose last ``relapse_parts``-th sits ``relapse`` × (two orders of magnitude) or more above
 the lowest median of any later part relapsed, at any scale (evidence ``relapse``, critical): it learned
@@ -368,29 +369,10 @@ def _judge_train_loss(history: RoleView, thresholds: Thresholds) -> Finding:
     # every evaluation: its answers never changed (P429, val accuracy 0.72414 for 31 epochs, the majority
     # class). A criterion the loss alone cannot give: a loss that fell and then plateaued reads the same as
     # one that converged.
-    never_scored = c.never_scored_metric(history, thresholds.metric_min_points, thresholds.metric_zero_share)
-    if never_scored is not None and never_scored.constant and c.still_training(history):
-        # A run in progress may still break out: an imbalanced classifier often predicts the majority class
-        # for its first epochs before it learns. Only a finished run has never changed its answers.
-        never_scored = None
-    if never_scored is not None and half_fall < thresholds.metric_max_half_fall and not (rising or unstable or bouncing):
-        m = never_scored
-        if m.constant:
-            metric_evidence = Evidence(m.key, 1.0, 1.0, m.first_step, m.last_step, "metric_constant",
-                                       f"{c.fmt(m.value)} at all {m.points} evaluations, the first and the last included")
-            what = (f"{m.key} is {c.fmt(m.value)} at every one of its {m.points} evaluations: its predictions never changed "
-                    "(a constant answer such as the majority class)")
-        else:
-            metric_evidence = Evidence(m.key, m.zeros / m.points, thresholds.metric_zero_share, m.first_step, m.last_step,
-                                       "metric_at_zero", f"{m.zeros} of {m.points} evaluations exactly 0, the last included")
-            what = f"{m.key} is 0 at {m.zeros} of its {m.points} evaluations, the last included"
-        evidence = [metric_evidence,
-                    Evidence(key, half_fall, thresholds.metric_max_half_fall, float(s[half]), float(s[-1]), "second_half_fall",
-                             "fall of the loss over the second half of the run, relative to where that half began")]
-        message = (f"{key} never learned: {what}, "
-                   f"and {key} fell only {c.fmt(100 * half_fall)}% over the second half of the run (to {c.fmt(tail)}). "
-                   "A model that learned anything gets some answers right.")
-        return c.problem(_SELF, False, message, NEVER_SCORED_RECOMMENDATION, evidence)
+    if not (rising or unstable or bouncing):
+        found = _never_scored(history, key, float(s[half]), float(s[-1]), half_fall, tail, thresholds)
+        if found is not None:
+            return found
     frozen = _frozen(v[:half], v[half:], head, thresholds)
     if frozen is not None and _val_moved(history, float(s[half]), thresholds):
         # A model whose output stopped changing scores its val set the same at every evaluation. A val loss
@@ -610,6 +592,36 @@ def _never_learned(key: str, s: np.ndarray, tail: float, improvement: float) -> 
             f"{c.fmt(100 * abs(improvement))}% of where it started.")
 
 
+def _never_scored(history: RoleView, key: str, half_start: float, last_step: float, half_fall: float, tail: float,
+                  thresholds: Thresholds) -> Finding | None:
+    """The never-learned finding a quality metric (or an error rate) that never scored gives, beside a loss that fell
+    less than ``metric_max_half_fall`` over its second half (from ``half_start``); None without one."""
+    never_scored = c.never_scored_metric(history, thresholds.metric_min_points, thresholds.metric_zero_share)
+    if never_scored is None or half_fall >= thresholds.metric_max_half_fall:
+        return None
+    if never_scored.constant and c.still_training(history):
+        # A run in progress may still break out: an imbalanced classifier often predicts the majority class
+        # for its first epochs before it learns. Only a finished run has never changed its answers.
+        return None
+    m = never_scored
+    if m.constant:
+        metric_evidence = Evidence(m.key, 1.0, 1.0, m.first_step, m.last_step, "metric_constant",
+                                   f"{c.fmt(m.value)} at all {m.points} evaluations, the first and the last included")
+        what = (f"{m.key} is {c.fmt(m.value)} at every one of its {m.points} evaluations: its predictions never changed "
+                "(a constant answer, such as the majority class or an empty transcript)")
+    else:
+        metric_evidence = Evidence(m.key, m.zeros / m.points, thresholds.metric_zero_share, m.first_step, m.last_step,
+                                   "metric_at_zero", f"{m.zeros} of {m.points} evaluations exactly 0, the last included")
+        what = f"{m.key} is 0 at {m.zeros} of its {m.points} evaluations, the last included"
+    evidence = [metric_evidence,
+                Evidence(key, half_fall, thresholds.metric_max_half_fall, half_start, last_step, "second_half_fall",
+                         "fall of the loss over the second half of the run, relative to where that half began")]
+    message = (f"{key} never learned: {what}, "
+               f"and {key} fell only {c.fmt(100 * half_fall)}% over the second half of the run (to {c.fmt(tail)}). "
+               "A model that learned anything gets some answers right.")
+    return c.problem(_SELF, False, message, NEVER_SCORED_RECOMMENDATION, evidence)
+
+
 def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
     """A run of ``short_min_points`` to ``min_points`` points (a 20-epoch log): too few for swings,
     overshoots or a bending trend, enough for medians of its start and end. A loss that ends above
@@ -630,6 +642,12 @@ def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
         return c.problem(_SELF, True, _rose(key, s, head, tail), RECOMMENDATION, evidence)
     if improvement < thresholds.no_learning and not _val_fell(history, thresholds, head) and not _learned_in_warmup(history, thresholds):
         return c.problem(_SELF, False, _never_learned(key, s, tail, improvement), RECOMMENDATION, evidence)
+    # A quality metric (or an error rate) that never scored says the model never learned on a short log too (public log
+    # P669: 26 loss points of an ASR fine-tune, its WER exactly 1.0 at all six evaluations; slow-convergence leaves it here).
+    half = len(v) // 2
+    found = _never_scored(history, key, float(s[half]), float(s[-1]), _relative_fall(v[half:], thresholds), tail, thresholds)
+    if found is not None:
+        return found
     return c.ok(_SELF, f"{key} improved {c.fmt(100 * improvement)}% over its {len(v)} points; with fewer than "
                        f"{thresholds.min_points} only that overall change is judged, not its swings")
 
