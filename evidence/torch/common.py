@@ -195,19 +195,24 @@ def corrupt_nan_at(step: int):
     return wrap
 
 
-def nan_pixel_at(step: int, pixel: int = 36):
-    """A corrupt record for flat (N, 64) batches: one pixel of the first digit in the batch met at ``step`` reads NaN;
-    every other batch is untouched."""
+def nan_cell_at(step: int, column: int, label: str):
+    """A corrupt record for flat (N, D) batches: column ``column`` of the first row in the batch met at ``step`` reads
+    NaN; every other batch is untouched. ``label`` says what the cell is, for the run's logged config."""
     def wrap(batches, per_epoch):
         def gen(epoch):
             for k, (x, y) in enumerate(batches(epoch)):
                 if epoch * per_epoch + k + 1 == step:
                     x = x.clone()
-                    x[0, pixel] = float("nan")
+                    x[0, column] = float("nan")
                 yield x, y
         return gen
-    wrap.label = f"NaN in pixel {pixel} of one digit at step {step}"
+    wrap.label = label
     return wrap
+
+
+def nan_pixel_at(step: int, pixel: int = 36):
+    """One pixel of the first digit in the batch met at ``step`` reads NaN (:func:`nan_cell_at`)."""
+    return nan_cell_at(step, pixel, f"NaN in pixel {pixel} of one digit at step {step}")
 
 
 def oversized_images_at(batch_index: int, scale: int = 2):

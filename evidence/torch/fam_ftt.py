@@ -64,7 +64,8 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from . import truth
-from .common import NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, seed_all, shrink_init
+from .common import (NAMES, early_stopping, fit, lr_spike, make_optimizer, make_scheduler, nan_cell_at, seed_all,
+                     shrink_init)
 from .family_runs import FamilyRuns, TwinChecks, batches_for, batches_per_epoch, shard_steps_for, with_val_extras
 from .integrations import hf_trainer_run, lightning_module, lightning_run
 from .sinks import open_run
@@ -347,17 +348,8 @@ def inverted_labels_shard(batch_ids: tuple[int, ...]):
 
 def nan_feature_at(step: int, feature: int):
     """A corrupt record: one feature of the first row in the batch met at ``step`` reads NaN; no other batch is
-    touched."""
-    def wrap(batches, per_epoch):
-        def gen(epoch):
-            for k, (x, y) in enumerate(batches(epoch)):
-                if epoch * per_epoch + k + 1 == step:
-                    x = x.clone()
-                    x[0, feature] = float("nan")
-                yield x, y
-        return gen
-    wrap.label = f"NaN in feature {feature} of one row at step {step}"
-    return wrap
+    touched (:func:`.common.nan_cell_at`)."""
+    return nan_cell_at(step, feature, f"NaN in feature {feature} of one row at step {step}")
 
 
 def val_fn_for(model: FTT, cfg: dict, xv: torch.Tensor, yv: torch.Tensor, state: dict):
