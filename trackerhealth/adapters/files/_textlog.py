@@ -82,9 +82,9 @@ _SENTENCE_END = re.compile(r"\.\s+")
 _LOG_PREFIX = re.compile(r"^.{0,40}?\b(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b\]?(?::[\w.<>-]+:|\s*[-:|]\s*|\s+)")
 # A prefix of tab-separated fields ending in the level (OLMo: "2025-12-11 00:28:29.343<TAB>host-02:0<TAB>olmo.train:979
 # <TAB>INFO<TAB>"): its host and "module:line" fields are no metrics. Tabs bound it, so it is cut from every line.
+_TAB_LOG_PREFIX = re.compile(r"^(?:[^\t\n]*\t){1,6}(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\t")
 # Under a step-only header, a metric line is one indented ``name=value`` and nothing else.
 _ONE_PAIR = re.compile(r"^\s+[A-Za-z][\w./\-]*\s*=\s*\S+\s*$")
-_TAB_LOG_PREFIX = re.compile(r"^(?:[^\t\n]*\t){1,6}(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\t")
 # YOLOv5/v7/v8's console: a header of column names opening with "Epoch", then per epoch a row whose
 # first cell is "12/299" (redrawn by a progress bar). Its box/obj/cls/dfl/seg columns are losses even
 # where the name lacks the word (v5/v7); "total" is their sum.
@@ -371,13 +371,16 @@ def _fold_step_headers(lines: list[str]) -> list[str]:
     joined with the indented ``name=value`` lines under it, one metric each (``    train/CrossEntropyLoss=10.35``), into
     one line: ``[step=5/2500,epoch=0] train/CrossEntropyLoss=10.35 | optim/total_grad_norm=7.712``. Each metric line
     alone names no step, and a grad-norm line no loss (public logs P584, P585: every OLMo metric had been dropped)."""
+    # Where the run of one-pair lines starting at each index ends, from the back: one pass, however long the run (a
+    # scan forward from each line would be quadratic in a long block of indented key=value lines).
+    run_end = [len(lines)] * (len(lines) + 1)
+    for j in range(len(lines) - 1, -1, -1):
+        run_end[j] = run_end[j + 1] if _ONE_PAIR.match(lines[j].rstrip("\r")) else j
     out: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
-        pairs_after = i + 1
-        while pairs_after < len(lines) and _ONE_PAIR.match(lines[pairs_after].rstrip("\r")):
-            pairs_after += 1
+        pairs_after = run_end[i + 1]
         if pairs_after > i + 1:
             head = _TAB_LOG_PREFIX.sub("", line.rstrip("\r"), count=1)
             step, _, metrics = _line_metrics(head)
