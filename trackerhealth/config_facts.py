@@ -282,7 +282,7 @@ def _optimizer_evidence(cf: ConfigFacts) -> list[Evidence]:
 def _slow(cf: ConfigFacts, t: Thresholds) -> list[tuple[Evidence, str]]:
     out = []
     family = cf.optimizer_family
-    if cf.adam_epsilon is not None and family != "sgd" and cf.adam_epsilon.value >= t.adam_eps_large:
+    if _adam_epsilon_at_least(cf, t.adam_eps_large):
         eps = cf.adam_epsilon.value
         ratio = eps / t.adam_eps_usual
         out.append((Evidence(f"config:{cf.adam_epsilon.key}", eps, t.adam_eps_large, code="config_adam_epsilon",
@@ -378,9 +378,14 @@ def _promoted(f: Finding, cf: ConfigFacts, t: Thresholds) -> Finding:
 
 
 def _epsilon_swamps(cf: ConfigFacts, t: Thresholds) -> bool:
-    """An Adam-family (or unnamed) optimizer whose epsilon is at least ``adam_eps_swamping``: no healthy run of the
-    torch corpus or the public logs has one (every torch run with epsilon 1.0 is slow by its twin)."""
-    return cf.adam_epsilon is not None and cf.optimizer_family != "sgd" and cf.adam_epsilon.value >= t.adam_eps_swamping
+    """``adam_eps_swamping`` or more: no healthy run of the torch corpus or the public logs has one (every torch run
+    with epsilon 1.0 is slow by its twin)."""
+    return _adam_epsilon_at_least(cf, t.adam_eps_swamping)
+
+
+def _adam_epsilon_at_least(cf: ConfigFacts, bound: float) -> bool:
+    """An Adam-family (or unnamed) optimizer whose logged epsilon is at least ``bound``; SGD has no epsilon."""
+    return cf.adam_epsilon is not None and cf.optimizer_family != "sgd" and cf.adam_epsilon.value >= bound
 
 
 # The corroboration rules in words, for docs/design.md (a test keeps the two the same).

@@ -196,15 +196,20 @@ def never_scored_metric(view: RoleView, min_points: int, zero_share: float) -> N
             zeros = int(np.count_nonzero(s.values == 0))
             if zeros >= zero_share * len(s):
                 return NeverScored(key, zeros, len(s), float(s.steps[0]), float(s.steps[-1]))
-        elif bool((s.values == first).all()) and first not in _PERFECT_SCORES:
-            return NeverScored(key, len(s), len(s), float(s.steps[0]), float(s.steps[-1]), first, constant=True)
+        elif first not in _PERFECT_SCORES and (constant := _constant(key, s)) is not None:
+            return constant
     # An error rate (role ``error_metrics``: WER, CER) at one and the same value at every evaluation, short of a perfect 0:
     # the output never changed (public log P669, an ASR fine-tune at WER exactly 1.0 at all six evaluations).
     for _, key, series in view.group("error_metrics"):
         s = series.finite()
-        if len(s) < min_points:
-            continue
-        first = float(s.values[0])
-        if first != 0 and bool((s.values == first).all()):
-            return NeverScored(key, len(s), len(s), float(s.steps[0]), float(s.steps[-1]), first, constant=True)
+        if len(s) >= min_points and s.values[0] != 0 and (constant := _constant(key, s)) is not None:
+            return constant
     return None
+
+
+def _constant(key: str, s: Series) -> NeverScored | None:
+    """``s`` at one and the same value at every evaluation, the first included, as a never-scored finding; else None."""
+    first = float(s.values[0])
+    if not bool((s.values == first).all()):
+        return None
+    return NeverScored(key, len(s), len(s), float(s.steps[0]), float(s.steps[-1]), first, constant=True)
