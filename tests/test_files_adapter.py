@@ -340,6 +340,40 @@ def test_keras_train_and_validation_folders_are_one_run(tmp_path):
     assert h.ref.name == "fit" and sorted(h.keys()) == ["train/epoch_loss", "validation/epoch_loss"]
 
 
+def test_add_scalars_folders_are_one_run_with_their_parent(tmp_path):
+    """torch's SummaryWriter.add_scalars writes <run>/<tag>_<name>/ folders, one tag each: one run's curves."""
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    writer = torch_tb.SummaryWriter(str(tmp_path / "runs" / "simple_lr"))
+    for epoch in range(30):
+        train = 1.0 / (epoch + 1)
+        writer.add_scalars("loss", {"training": train, "validation": train + 0.01 * epoch}, epoch)
+        writer.add_scalars("Accuracy/top1", {"train": 1 - train}, epoch)  # one name: still this run's
+    writer.close()
+    for root in (tmp_path, tmp_path / "runs" / "simple_lr"):  # the runs folder, or the run folder itself
+        h = one(root)
+        assert h.ref.name == "simple_lr"
+        assert sorted(h.keys()) == ["Accuracy/top1/train", "loss/training", "loss/validation"]
+        view = resolve(h)
+        assert (view.key("train_loss"), view.key("val_loss")) == ("loss/training", "loss/validation")
+    assert "overfitting" in {f.id for f in analyze(one(tmp_path)).problems}  # the val loss rises as train falls
+
+
+def test_add_scalars_folders_without_their_parent_file_and_hparams_runs(tmp_path):
+    # The parent's own (empty) event file lost: two folders named by their one tag still make one run.
+    write_events(tmp_path / "exp" / "Loss_train", [(0, "Loss", 2.0), (1, "Loss", 1.0)])
+    write_events(tmp_path / "exp" / "Loss_val", [(0, "Loss", 2.1), (1, "Loss", 1.2)])
+    # An HParams search: the root's file and one folder per run, each with its own tags, stay runs of their own;
+    # so does a lone folder whose tag happens to name it, with no parent run.
+    write_events(tmp_path / "hp", [(0, "hparams_summary", 0.0)])
+    write_events(tmp_path / "hp" / "run_0", [(0, "loss", 1.0), (0, "accuracy", 0.5)])
+    write_events(tmp_path / "solo" / "loss_a", [(0, "loss", 1.0)])
+    runs = {r.ref.name: r for r in read_histories(tmp_path)}
+    assert sorted(runs) == ["exp", "hp", "loss_a", "run_0"]
+    assert sorted(runs["exp"].keys()) == ["Loss/train", "Loss/val"]
+    assert runs["exp"]["Loss/val"].values.tolist() == pytest.approx([2.1, 1.2])
+    assert sorted(runs["run_0"].keys()) == ["accuracy", "loss"] and runs["hp"].keys() == ["hparams_summary"]
+
+
 def test_tensorboard_missing_says_what_to_install(tmp_path, monkeypatch):
     write_events(tmp_path, [(0, "loss", 1.0)])
     for name in [m for m in sys.modules if m == "tensorboard" or m.startswith("tensorboard.")]:

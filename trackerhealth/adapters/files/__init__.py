@@ -39,7 +39,7 @@ from ._json import json_document_histories
 from ._mlflow import is_run_folder, read_run
 from ._tables import table_histories
 from ._tabular import Sniffed, read_csv, read_jsonl, read_parquet, sniff
-from ._tensorboard import read_event_files
+from ._tensorboard import fold_add_scalars, read_event_files
 from ._textlog import looks_like_text_log, read_text_log
 from ._walk import walk
 
@@ -112,10 +112,13 @@ def _read_folder(root: Path, step_column: str | None) -> tuple[list[RunHistory],
         _collect(histories, errors, run, lambda r=run: _read_run_folder(r))
     for run in found.wandb_runs:
         _collect(histories, errors, run, lambda r=run: [_read_wandb(r)])
+    event_runs: dict[Path, RunHistory] = {}
     for run_dir, files in found.event_runs.items():
-        origin = Origin(path=run_dir, project=run_dir.resolve().parent.name, id=stable_id(run_dir),
-                        name=run_dir.resolve().name, updated_at=max((mtime(f) or 0.0) for f, _ in files) or None)
-        _collect(histories, errors, run_dir, lambda f=files, o=origin: [read_event_files(f, o)])
+        origin = _event_origin(run_dir, max((mtime(f) or 0.0) for f, _ in files) or None)
+        read: list[RunHistory] = []
+        _collect(read, errors, run_dir, lambda f=files, o=origin: [read_event_files(f, o)])
+        event_runs.update((run_dir, h) for h in read)
+    histories.extend(fold_add_scalars(event_runs, lambda folder: _event_origin(folder, None).ref()))
     skipped = 0
     for file in found.files:
         try:
@@ -128,6 +131,12 @@ def _read_folder(root: Path, step_column: str | None) -> tuple[list[RunHistory],
         why = f" ({skipped} candidate file(s) held no metrics)" if skipped else ""
         raise InputError(root, f"no supported metrics files found{why}. Supported: {SUPPORTED}")
     return histories, errors
+
+
+def _event_origin(run_dir: Path, updated_at: float | None) -> Origin:
+    """A TensorBoard run is its folder: the same id whether the folder or its parent is read."""
+    return Origin(path=run_dir, project=run_dir.resolve().parent.name, id=stable_id(run_dir),
+                  name=run_dir.resolve().name, updated_at=updated_at)
 
 
 def _collect(histories: list, errors: list, path: Path, read) -> None:

@@ -2,7 +2,8 @@
 
 The ``tensorboard`` package is an optional extra and is imported only when an event file is read.
 All event files of one run folder are read as one run, oldest file first, as TensorBoard does;
-Keras' ``train/`` and ``validation/`` sub-folders become one run with prefixed keys. A file is read
+Keras' ``train/`` and ``validation/`` sub-folders become one run with prefixed keys, and so do the
+sub-folders torch's ``SummaryWriter.add_scalars`` writes (:func:`fold_add_scalars`). A file is read
 up to its first damaged record (a failed CRC, a cut): the run gets a note saying where reading
 stopped, and the folder's other files are still read.
 """
@@ -10,12 +11,13 @@ stopped, and the folder's other files are still read.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from ...schema import RunHistory
+from ...schema import RunHistory, RunRef
 from ._common import Origin, build_history, categorical
 from ._errors import InputError
 
@@ -173,3 +175,43 @@ def _scalar(value, tensor_util) -> float | None:
     except Exception:  # noqa: BLE001 - a malformed tensor is skipped like a non-scalar
         return None
     return float(arr.reshape(-1)[0]) if arr.size == 1 else None
+
+
+def fold_add_scalars(runs: dict[Path, RunHistory], ref_of: Callable[[Path], RunRef]) -> list[RunHistory]:
+    """The runs of a folder, with the curves of one ``add_scalars`` call folded back into their run.
+
+    torch's ``SummaryWriter.add_scalars(main_tag, {name: value, ...})`` writes each name into an event file of
+    its own, in a folder ``<run>/<main_tag>_<name>/`` (a ``/`` in ``main_tag`` written as ``_``) whose one tag is
+    ``main_tag``. TensorBoard lists those folders as runs, but they are the curves of one training: read apart,
+    its train and val loss never meet (public log P867: ``loss_training/`` and ``loss_validation/``). A folder
+    whose one tag names it so becomes ``<main_tag>/<name>`` of its parent's run — when the parent is a run itself
+    (the writer leaves its own event file there), or when two or more such folders share the parent (``ref_of``
+    names that run then). A folder holding other tags is a run of its own, as TensorBoard shows it (an HParams
+    search writes ``<root>/<run-N>/`` beside the root's own event file).
+    """
+    parts: dict[Path, list[tuple[Path, str]]] = {}
+    for folder, history in runs.items():
+        keys = history.keys()
+        if len(keys) != 1:
+            continue
+        stem = keys[0].replace("/", "_") + "_"
+        if folder.name.startswith(stem) and len(folder.name) > len(stem):
+            parts.setdefault(folder.parent, []).append((folder, f"{keys[0]}/{folder.name[len(stem):]}"))
+    out = dict(runs)
+    for parent, members in parts.items():
+        if parent not in runs and len(members) < 2:
+            continue
+        base = runs.get(parent)
+        series = {k: base[k] for k in base.keys()} if base is not None else {}
+        notes = list(base.notes) if base is not None else []
+        if base is not None and not series:  # the parent's file held no scalars: that note no longer holds
+            notes = [n for n in notes if not n.startswith("the event file(s) hold no scalar")]
+        for folder, key in members:
+            child = out.pop(folder)
+            series[key] = child[child.keys()[0]]
+            notes.extend(f"{folder.name}/: {n}" for n in child.notes)
+        ref = base.ref if base is not None else ref_of(parent)
+        latest = max((runs[f].ref.updated_at or 0.0 for f, _ in members), default=0.0)
+        ref = replace(ref, updated_at=max(ref.updated_at or 0.0, latest) or None)
+        out[parent] = RunHistory(ref, series, notes)
+    return list(out.values())
