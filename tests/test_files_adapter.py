@@ -374,6 +374,40 @@ def test_add_scalars_folders_without_their_parent_file_and_hparams_runs(tmp_path
     assert sorted(runs["run_0"].keys()) == ["accuracy", "loss"] and runs["hp"].keys() == ["hparams_summary"]
 
 
+DVCLIVE = Path(__file__).resolve().parent / "data" / "dvclive" / "overfit"  # written by the real DVCLive: record.py there
+
+
+def test_a_dvclive_folder_is_one_run_with_its_params(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(DVCLIVE, project / "dvclive")
+    write(project / "dvc.yaml", "metrics:\n- dvclive/metrics.json\n")
+    write(project / "data" / "features.csv", "a,b\n1,2\n")  # the project's data: not a log
+    for root in (project, project / "dvclive"):
+        h = one(root)
+        assert h.ref.name == "dvclive" and h.ref.project == "project"
+        assert sorted(h.keys()) == ["eval/acc", "eval/loss", "train/loss"]
+        assert h.ref.config["lr"] == 0.003 and h.ref.config["optimizer"] == "adam"
+        assert len(h["train/loss"]) == 60 and h["eval/loss"].steps.tolist() == list(range(60))
+    view = resolve(one(project))
+    assert (view.key("train_loss"), view.key("val_loss")) == ("train/loss", "eval/loss")
+    found = {f.id: f for f in analyze(one(project)).problems}
+    assert "overfitting" in found  # the eval loss climbs from epoch 5 while the train loss falls to ~0
+
+
+def test_dvclive_2_timestamps_nan_and_a_damaged_metric(tmp_path):
+    metrics = tmp_path / "dvclive" / "plots" / "metrics"
+    write(metrics / "loss.tsv", "timestamp\tstep\tloss\n1700000000000\t0\t2.0\n1700000060000\t1\tnan\n")
+    write(metrics / "val" / "loss.tsv", "timestamp\tstep\tloss\n1700000000000\t0\t2.1\n")
+    write(metrics / "lr.tsv", "")
+    h = one(tmp_path)
+    assert sorted(h.keys()) == ["loss", "val/loss"]
+    assert h["loss"].wall_times.tolist() == [1.7e9, 1.7e9 + 60] and math.isnan(h["loss"].values[1])
+    assert any(n.startswith("lr.tsv: not read") for n in h.notes)
+    write(metrics / "loss.tsv", "")
+    write(metrics / "val" / "loss.tsv", "")
+    assert_input_error(tmp_path, "DVCLive folder", "hold no metric history")
+
+
 def test_tensorboard_missing_says_what_to_install(tmp_path, monkeypatch):
     write_events(tmp_path, [(0, "loss", 1.0)])
     for name in [m for m in sys.modules if m == "tensorboard" or m.startswith("tensorboard.")]:

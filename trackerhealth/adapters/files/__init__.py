@@ -8,6 +8,7 @@
   Keras ``CSVLogger`` files (several runs appended to one file are split where ``iteration`` or
   ``epoch`` starts over);
 * MLflow file-store run folders, experiment folders and ``mlruns`` roots;
+* DVCLive output folders (``plots/metrics/**/*.tsv``, one run; :mod:`._dvclive`);
 * TensorBoard event files (needs the ``tensorboard`` extra);
 * W&B run folders and their ``run-<id>.wandb`` logs, offline or synced (needs the ``wandb`` extra;
   read by :mod:`trackerhealth.adapters.wandb`);
@@ -33,6 +34,7 @@ import pyarrow as pa
 
 from ...schema import RunHistory
 from ._common import Origin, mtime, stable_id
+from ._dvclive import read_dvclive
 from ._errors import SUPPORTED, InputError, NotMetrics, reject_lfs_pointer
 from ._hparams import sibling_hparams
 from ._json import json_document_histories
@@ -112,6 +114,8 @@ def _read_folder(root: Path, step_column: str | None) -> tuple[list[RunHistory],
         _collect(histories, errors, run, lambda r=run: _read_run_folder(r))
     for run in found.wandb_runs:
         _collect(histories, errors, run, lambda r=run: [_read_wandb(r)])
+    for run in found.dvclive_runs:
+        _collect(histories, errors, run, lambda r=run: [read_dvclive(r)])
     event_runs: dict[Path, RunHistory] = {}
     for run_dir, files in found.event_runs.items():
         origin = _event_origin(run_dir, max((mtime(f) or 0.0) for f, _ in files) or None)

@@ -9,6 +9,7 @@ SUPPORTED = (
     "metrics.json) and Parquet (.parquet) tables; HF Trainer trainer_state.json; Lightning metrics.csv; "
     "MLflow run folders (meta.yaml + metrics/), experiment folders and mlruns roots; "
     "TensorBoard event files (events.out.tfevents.*); "
+    "DVCLive folders (dvclive/ with plots/metrics/*.tsv); "
     "W&B run folders (wandb/run-* or wandb/offline-run-* with a run-<id>.wandb log); "
     "printed training logs (.log, .txt, .out: lines such as 'iter 100: loss 4.23' or 'step 5 | lm loss: 3.1', "
     "named one by one)"

@@ -20,13 +20,18 @@ def sibling_hparams(metrics_file: Path) -> tuple[dict[str, Any], tuple[str, ...]
     notes on why a file that is there could not be used."""
     if not metrics_file.name.lower().startswith("metrics"):
         return {}, ()
-    path = metrics_file.parent / NAME
+    return yaml_params(metrics_file.parent / NAME, "Lightning's hyper-parameters")
+
+
+def yaml_params(path: Path, what: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The top-level mapping of a hyper-parameter YAML file (``{}`` when there is none) and notes on
+    why a file that is there could not be used; ``what`` names the file's contents in those notes."""
     if not path.is_file():
         return {}, ()
     try:
         import yaml
     except ImportError:
-        return {}, (f"{path}: not read (install PyYAML to use Lightning's hyper-parameters in the evidence)",)
+        return {}, (f"{path}: not read (install PyYAML to use {what} in the evidence)",)
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:

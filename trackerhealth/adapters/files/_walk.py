@@ -3,7 +3,7 @@
 Every supported file is a candidate (by name; its content decides the format later). An MLflow
 run folder is one run and is not searched further; the event files of one folder are one
 TensorBoard run; a folder holding a ``*.wandb`` transaction log is one W&B run (read by the wandb
-adapter) and is not searched further. Of an
+adapter) and is not searched further, and so is a DVCLive output folder (``plots/metrics/*.tsv``). Of an
 HF output folder's ``checkpoint-N/trainer_state.json`` copies, which repeat each other, only the
 newest is read (none when the folder has its own final ``trainer_state.json``).
 """
@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._dvclive import is_dvclive_folder
 from ._mlflow import is_run_folder
 from ._tabular import looks_supported
 
@@ -30,10 +31,11 @@ class Found:
     event_runs: dict[Path, list[tuple[Path, str]]] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
     wandb_runs: list[Path] = field(default_factory=list)
+    dvclive_runs: list[Path] = field(default_factory=list)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)  # folders that could not be listed
 
     def __bool__(self) -> bool:
-        return bool(self.mlflow_runs or self.event_runs or self.files or self.wandb_runs)
+        return bool(self.mlflow_runs or self.event_runs or self.files or self.wandb_runs or self.dvclive_runs)
 
 
 def walk(root: Path) -> Found:
@@ -50,6 +52,10 @@ def walk(root: Path) -> Found:
             continue
         if any(name.endswith(".wandb") for name in filenames):
             found.wandb_runs.append(folder)
+            dirnames[:] = []
+            continue
+        if is_dvclive_folder(folder):
+            found.dvclive_runs.append(folder)
             dirnames[:] = []
             continue
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
