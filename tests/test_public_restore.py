@@ -69,3 +69,26 @@ def test_a_mirror_is_found_bare_or_as_a_work_tree(repository, tmp_path):
     assert _git_dir("owner/tree", mirrors, tmp_path) == mirrors / "owner+tree" / "repo" / ".git"
     with pytest.raises(SystemExit, match="no mirror of owner/missing"):
         _git_dir("owner/missing", mirrors, tmp_path)
+
+
+def test_skip_missing_restores_what_is_mirrored_and_lists_the_rest(repository, tmp_path, monkeypatch, capsys):
+    import json
+
+    from evidence.public import restore
+
+    git_dir, commit = repository
+    mirrors = tmp_path / "mirrors"
+    (mirrors / "owner+name").mkdir(parents=True)
+    git_dir.rename(mirrors / "owner+name" / "repo")
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({"runs": {
+        "P1": {"repo": "owner/name", "commit": commit, "repo_path": "trainer_state.json", "path": "owner__name/trainer_state.json"},
+        "P2": {"repo": "owner/gone", "commit": commit, "repo_path": "x.csv", "path": "owner__gone/x.csv"}}}))
+    monkeypatch.setattr(restore, "LABELS", labels)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match="no mirror of owner/gone"):  # without the flag: stops, says which
+        restore.main([str(out), "--mirrors", str(mirrors)])
+    assert restore.main([str(out), "--mirrors", str(mirrors), "--skip-missing"]) == 0
+    assert (out / "owner__name" / "trainer_state.json").read_text() == '{"log_history": []}'
+    assert not (out / "owner__gone").exists()
+    assert "1 log(s) not restored, their repository not mirrored: P2" in capsys.readouterr().out

@@ -86,16 +86,28 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m evidence.public.restore", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="folder to write the logs into (the labels' paths are relative to it)")
     parser.add_argument("--mirrors", type=Path, help="folder of bare git mirrors named <owner>+<name>/repo")
+    parser.add_argument("--skip-missing", action="store_true",
+                        help="with --mirrors: restore the logs whose repository is mirrored and list the others, "
+                             "instead of stopping at the first missing one (a fetch quota may not cover them all)")
     args = parser.parse_args(argv)
     runs = json.loads(LABELS.read_text())["runs"]
+    missing: list[str] = []
     with tempfile.TemporaryDirectory() as scratch:
         for run_id, label in sorted(runs.items()):
             destination = args.out / label["path"]
             if destination.exists():
                 continue
-            git_dir = _git_dir(label["repo"], args.mirrors, Path(scratch))
+            try:
+                git_dir = _git_dir(label["repo"], args.mirrors, Path(scratch))
+            except SystemExit:
+                if not (args.skip_missing and args.mirrors is not None):
+                    raise
+                missing.append(run_id)
+                continue
             count, absent = restore_one(git_dir, label["commit"], label["repo_path"], destination)
             print(f"{run_id}: {count} file(s) -> {destination}" + (f" (not in the clone: {', '.join(absent)})" if absent else ""))
+    if missing:
+        print(f"{len(missing)} log(s) not restored, their repository not mirrored: {' '.join(missing)}")
     return 0
 
 
