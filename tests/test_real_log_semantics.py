@@ -962,6 +962,40 @@ def test_a_blow_up_in_the_first_logs_is_measured_against_the_gradient_norms_afte
     assert not report.finding("nonfinite").is_problem and report.finding("loss-oscillation").is_problem, report.finding("nonfinite").message
 
 
+@pytest.mark.parametrize("name, onset", [("distill_gradient_explosion_high_lr", 6.0), ("textcls_gradient_explosion_noclip", 3.0)])
+def test_a_blow_up_too_brief_for_a_block_level_that_the_loss_never_recovered_from_is_nonfinite(name, onset):
+    # Torch runs labelled nonfinite by their twins (gradient peak 1.5e5x and 3e3x the sane twin's median), read as
+    # loss-oscillation before: SGD at lr 6 (distill: loss 14 -> 1.2e7 at step 6, then ~17 to the end) and at lr 10
+    # without clipping (textcls: 1.8 -> 69 at step 3, then 4-8). The blow-up lasts a step or two, so no block's
+    # median shows it; the gradient norm's peak dwarfs both its first value and what it settled to.
+    report = _torch_run(name)
+    finding = report.finding("nonfinite")
+    assert finding.level == "critical", finding.message
+    assert [e.code for e in finding.evidence][:2] == ["loss_spike_early", "grad_norm_spike_before_divergence"]
+    assert finding.evidence[1].step_start == onset
+    assert report.finding("loss-oscillation").explained_by == "nonfinite"  # one cause, one finding
+
+
+def test_an_early_loss_spike_is_no_blow_up_when_the_loss_recovers_or_no_norm_shows_the_update():
+    steps = np.arange(300, dtype=float)
+    settled = 3.0 + 0.05 * _noise(10, 1.0)[:300]
+    spiked = np.r_[2.5, 2.6, 500.0, settled[3:]]  # 200x at step 2, then 3.0 (1.2x its start) to the end
+    grad = np.r_[1.0, 1.1, 5e4, np.full(297, 1.0)]
+    blown = analyze(RunHistory.from_series(REF, {"train/loss": (steps, spiked), "grad_norm": (steps, grad)}))
+    assert [e.code for e in blown.finding("nonfinite").evidence][0] == "loss_spike_early"
+    # The same spike without a gradient norm: one bad batch as easily (public log P24).
+    alone = analyze(RunHistory.from_series(REF, {"train/loss": (steps, spiked)}))
+    assert not any(e.code == "loss_spike_early" for e in alone.finding("nonfinite").evidence)
+    # A loss that comes back and learns (a bad shard's first spike) was not blown away.
+    learned = np.r_[2.5, 2.6, 500.0, 2.4 * np.exp(-steps[3:] / 100) + 0.1]
+    recovered = analyze(RunHistory.from_series(REF, {"train/loss": (steps, learned), "grad_norm": (steps, grad)}))
+    assert not any(e.code == "loss_spike_early" for e in recovered.finding("nonfinite").evidence)
+    # A model that collapsed: the norms after it are tiny, but the peak is only 36x the first norm (ftt_lr_too_high_adam).
+    collapsed = np.r_[1.0, 36.0, 5.0, np.full(297, 0.09)]
+    dead = analyze(RunHistory.from_series(REF, {"train/loss": (steps, spiked), "grad_norm": (steps, collapsed)}))
+    assert not dead.finding("nonfinite").is_problem, dead.finding("nonfinite").message
+
+
 @pytest.mark.parametrize("name", ["moe_twin_fast_loader", "moe_label_noise", "moe_sgdr_restarts", "moe_twin_residual_experts12"])
 def test_a_load_balancing_term_at_its_floor_is_no_task_left_behind(name):
     # Torch family moe (built blind; scored once: 0.47, 5 of 20 healthy flagged, task-imbalance on 15 of 35 runs):

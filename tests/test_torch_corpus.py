@@ -131,14 +131,17 @@ def test_the_recorded_held_out_figures_are_what_the_code_measures(folds):
 # 0.83, 1 of 19 (Adam lr 1.0 also called vanishing: VG P 0.94). The thirty-first, ftt (an FT-Transformer on breast
 # cancer, blind): 0.73, 0 of 17. Then truth.py's end level became the median of the last points, not the last point
 # (ten labels dropped, one added, six moved between slow and flat): pooled over thirty-one, LO 58/9/8, SC 36/5/24,
-# VG 34/2/2, PS 21/0/4, NF 77/0/4, OF 19/1/7, TI 14/1/0.
+# VG 34/2/2, PS 21/0/4, NF 77/0/4, OF 19/1/7, TI 14/1/0. Then a loss point 10x its start in the first logs, beside a
+# gradient-norm peak 100x both its first norm and its later median, after which the loss ends above its start, is a
+# blow-up (written after distill's and textcls' explosions, read as oscillation; not held out for them): NF 86/0/2,
+# LO 51/7/8 (five LR-too-high runs, nonfinite acceptable for them, now read so).
 FLOORS = {
     "input-bottleneck": (1.0, 1.0),
     "periodic-spikes": (1.0, 0.83),
-    "nonfinite": (0.98, 0.94),
+    "nonfinite": (1.0, 0.97),
     "overfitting": (0.93, 0.69),
     "vanishing-gradients": (0.93, 0.90),
-    "loss-oscillation": (0.85, 0.86),
+    "loss-oscillation": (0.87, 0.85),
     "slow-convergence": (0.85, 0.58),
     "task-imbalance": (0.91, 1.0),
 }
@@ -231,8 +234,8 @@ def test_pooled_held_out_floors_as_measured(folds):
     # twenty-nine: 0.897 (0.8974), 4 of 406; with the swamping-epsilon rule 0.903 (0.9027). The thirtieth, ssm: 0.83, 1 of
     # 19; pooled over thirty 0.900 (0.9004), 5 of 425. The thirty-first, ftt: 0.73, 0 of 17; pooled over thirty-one 0.899
     # (0.8986), 5 of 442. With truth.py's end level a median of the last points (labels, not detectors, changed): 0.901
-    # (0.9011), 4 of 442.
-    assert folds["pooled_macro_f1"] >= 0.900
+    # (0.9011), 4 of 442. With the brief early blow-up read as nonfinite: 0.904 (0.9035), 4 of 442.
+    assert folds["pooled_macro_f1"] >= 0.903
     wrong, healthy = folds["pooled_healthy_flagged"]
     # 1 of 105 as measured (the issue's target: at most 1 in 20): slow-convergence on the conv family's
     # batch-4 run. (mlp_onecycle's 6 % noisy rise was flagged while the mlp fold chose min_rise 0.05 to
@@ -348,8 +351,9 @@ def test_grouping_by_model_and_data_finds_the_slow_runs_one_curve_cannot(grouped
     # then 0.917 (0.930); over twenty-two 0.914 (0.925), then 0.915 (0.926); over twenty-three 0.900 (0.922); over
     # twenty-four 0.903 (0.923), then 0.904 (0.925); over twenty-five 0.903 (0.922), then 0.915 (0.925); over twenty-six
     # 0.905 (0.915); over twenty-seven 0.906 (0.915); over twenty-eight 0.902 (0.914); over twenty-nine 0.907 (0.918);
-    # over thirty 0.907 (0.917); over thirty-one 0.907 (0.917), truth's end level fixed 0.909 (0.921).
-    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.905
+    # over thirty 0.907 (0.917); over thirty-one 0.907 (0.917), truth's end level fixed 0.909 (0.921); the brief early
+    # blow-up read as nonfinite 0.911 (0.923).
+    assert grouped["grouped"]["baseline-regression"]["fp"] == 0 and grouped["grouped_macro_f1"] >= 0.910
 
 
 def test_a_starved_run_is_measured_against_its_groups_baseline():

@@ -29,7 +29,11 @@ over the last ``held_share`` of the run: one that came back to its start after a
 loss-oscillation reports), and that spike is the onset; a loss that climbs back
 more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up. A loss level held at
 ``start_factor`` × its start (the first block's level or the first point, the lower, where that point is its block's lowest) has blown up whether or not the
-log shows it learning first (evidence ``loss_above_start``; the same gradient-norm check). Neither finite blow-up is
+log shows it learning first (evidence ``loss_above_start``; the same gradient-norm check), and so has a loss point that
+high within the first ``jump_share`` of the run after which the loss ended ``early_held_factor`` × its start or more (evidence
+``loss_spike_early``: an update that blew the model away in a step or two, too brief to move a block's level; the same
+gradient-norm check, against the larger of the first norm logged and the median after; only where a gradient norm is
+logged: one loss point alone is a bad batch as easily). Neither finite blow-up is
 read from a GAN's generator or discriminator loss (a generator's loss may climb 10× in healthy training). With nothing of the
 above, a val loss ``val_spike_factor`` × the median of the evaluations before it (after the first
 ``val_skip_first``) is a blow-up of the evaluated model though the train loss does not show it (evidence
@@ -72,6 +76,8 @@ REAL_CASES = (
              "loss diverged at step 153, after the gradient norm spiked to 1.74e+06x its median … without a NaN"),
     RealCase("regression_corrupt_target", TORCH, "a regression with one target of 10^6 in the training set",
              "one update at step 150 had a gradient norm of 1.54e+05, 1.94e+05x the run's level"),
+    RealCase("distill_gradient_explosion_high_lr", TORCH, "a distilled student trained with SGD at lr 6, unclipped, whose loss never recovers",
+             "it shot up to 8.27e+05x its start 14 and ends above that start, without a NaN"),
     RealCase("P02-v0", PUBLIC, "0729max0729/PINNforEM, a Lightning CSVLogger metrics.csv (a physics-informed net)",
              "mean_loss diverged at step 543: its level jumped from 0.0223 back to 0.552 (its start was 0.324) without a NaN"),
     RealCase("P321", PUBLIC, "Paksu64/Neural_Networks, a Lightning CSVLogger run folder whose first logged loss is its lowest",
@@ -107,6 +113,7 @@ class Thresholds:
     recovered_share: float = knob(0.5, "a climb short of critical_factor after which the loss ends below this share of its level just before it was survived: a transient, not an explosion")
     max_episodes: int = knob(2, "a loss that climbs back above the rebound line more often than this is bouncing (loss-oscillation), not blowing up")
     held_share: float = knob(0.1, "a blow-up in the first logs, measured against the gradient norms after it, must still hold over this last share of the run")
+    early_held_factor: float = knob(1.1, "a loss point start_factor x its start within the first jump_share blew the model up when the loss then ends (its median over the last held_share) at least this multiple of its start: above where it began, not back at it")
     start_factor: float = knob(10.0, "a loss level this many times its starting level has blown up, whether or not it had learned first")
     val_spike_factor: float = knob(100.0, "a val loss this many times the median of the evaluations before it (after the first few) is a blow-up of the evaluated model")
     val_skip_first: int = knob(2, "first evaluations left out of the val blow-up check (an untrained model's val loss is high)")
@@ -374,7 +381,35 @@ def _divergence(history: RoleView, thresholds: Thresholds) -> Finding | None:
     # from 1e-10 to 26 about a flat 0.006, the first a low draw of 8e-4).
     first = float(loss.values[0]) if loss.values[0] <= b.low[0] else float(level[0])
     return (_diverged_after_learning(history, level, steps, thresholds)
-            or _blown_past_start(history, level, steps, first, thresholds))
+            or _blown_past_start(history, level, steps, first, thresholds)
+            or _early_point_blowup(history, loss, first, thresholds))
+
+
+def _early_point_blowup(history: RoleView, loss: Series, first: float, thresholds: Thresholds) -> Finding | None:
+    """A loss point ``start_factor`` × its start within the first ``jump_share`` of the run, after which the loss never
+    got back to that start (its median over the last ``held_share`` is ``early_held_factor`` × it or more): an update in
+    the first logs blew the model away and it never learned again. Block levels miss it (the blow-up lasts a step or two and its
+    block's median shrugs it off: torch runs distill_gradient_explosion_high_lr, SGD at lr 6, the loss 14 → 1.2e7 at
+    step 6 and then ~17 to the end; textcls_gradient_explosion_noclip, 1.8 → 69 at step 3, then 4-8). A bad shard's
+    first spike is not one (the loss comes back and goes on falling), nor is a loss that shot up and came back to sit
+    at its start (the torch LR sweep's run at lr 0.3: 227x in its second step, then ln 10 to the end; it never learned,
+    loss-oscillation's reading), nor one whose gradient norm never dwarfed its first one (:func:`_blow_up`). Only with a gradient norm logged."""
+    if history.series("grad_norm") is None:
+        # One loss point is all this path sees of the blow-up: without a gradient norm to show the update that caused it,
+        # it is one bad batch as easily (public log P24: one step at 29x, beside a loss that sits at ln 2 and never learned).
+        return None
+    head = max(thresholds.min_points_before, int(round(thresholds.jump_share * len(loss))))
+    values = loss.values[:head]
+    peak = int(np.argmax(values))
+    if not first > 0 or values[peak] < thresholds.start_factor * first:
+        return None
+    if not _held_to_end(history, thresholds.early_held_factor * first, thresholds):
+        return None  # back at its start (a classifier collapsed to the uniform prediction, at ln K): never learned
+    evidence = Evidence(history.key("train_loss"), float(values[peak]), thresholds.start_factor * first, float(loss.steps[0]),
+                        float(loss.steps[peak]), "loss_spike_early",
+                        f"loss {c.fmt(first)} → {c.fmt(values[peak])}, {c.fmt(values[peak] / first)}x its start; it ends above its start")
+    return _blow_up(history, float(loss.steps[0]), float(loss.steps[peak]), evidence, thresholds,
+                    f"it shot up to {c.fmt(values[peak] / first)}x its start {c.fmt(first)} and ends above that start,", held=True)
 
 
 def _diverged_after_learning(history: RoleView, level: np.ndarray, steps: np.ndarray, thresholds: Thresholds) -> Finding | None:
@@ -429,7 +464,8 @@ def _held(above: np.ndarray, persist: int):
             yield int(k)
 
 
-def _blow_up(history: RoleView, onset: float, until: float, evidence: Evidence, thresholds: Thresholds, how: str) -> Finding | None:
+def _blow_up(history: RoleView, onset: float, until: float, evidence: Evidence, thresholds: Thresholds, how: str,
+             held: bool = False) -> Finding | None:
     """The critical finding for a finite blow-up of the loss between ``onset`` and ``until``; None when a
     logged gradient norm stayed calm there (a jump with a calm gradient norm is not an exploding update).
     The onset moves to the gradient-norm spike when one is logged."""
@@ -445,19 +481,23 @@ def _blow_up(history: RoleView, onset: float, until: float, evidence: Evidence, 
         # A blow-up within the first logs has no gradient norms before it to set a baseline (torch run
         # seq2seq_gradient_explosion_noclip: SGD at lr 30, the norm 4e4 at step 11, ~4 after). The norms logged
         # after it stand in, at the critical factor: a healthy run's first gradients can be 10-100x its later ones.
+        # So does the first norm logged, the larger of the two: a model that collapsed after its overshoot (torch run
+        # ftt_lr_too_high_adam, Adam at lr 1, stuck at ln 2 with norms ~0.1 after a peak of 36 at step 2, its first 1.0)
+        # has gradients so small after it that any norm of its first steps towers over them.
         before = earlier.sum() >= thresholds.min_points_before
         # Without that baseline the blow-up must also hold to the end: a loss that shot up for a few steps and then
         # sat back at its start (the torch LR sweep's runs at 0.3, stuck at ln 10 after a 250x overshoot) is a loss
         # that never learned, loss-oscillation's reading, not a model the updates blew away.
-        held = before or _held_to_end(history, evidence.threshold, thresholds)
+        held = held or before or _held_to_end(history, evidence.threshold, thresholds)  # held: the caller checked its own
         if near.any() and held and (before or later.sum() >= thresholds.min_points_before):
-            base = stats.median(g.values[earlier] if before else g.values[later])
+            after = stats.median(g.values[later]) if not before else 0.0
+            base = stats.median(g.values[earlier]) if before else max(after, float(g.values[0]))
             factor = thresholds.spike_factor if before else thresholds.critical_factor
             peak_i = int(np.argmax(np.where(near, g.values, -np.inf)))
             peak = float(g.values[peak_i])
             if base > 0 and peak > factor * base:
                 onset = float(g.steps[peak_i])
-                median = "median" if before else "median after the blow-up"
+                median = "median" if before else ("median after the blow-up" if base == after else "first logged value")
                 found.append(Evidence(history.key("grad_norm"), peak, factor * base, onset, until,
                                       "grad_norm_spike_before_divergence", f"{c.fmt(peak / base)}x the {median} {c.fmt(base)}"))
                 detail = f", after the gradient norm spiked to {c.fmt(peak / base)}x its {median}"
