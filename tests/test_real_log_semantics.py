@@ -996,6 +996,19 @@ def test_an_early_loss_spike_is_no_blow_up_when_the_loss_recovers_or_no_norm_sho
     assert not dead.finding("nonfinite").is_problem, dead.finding("nonfinite").message
 
 
+def test_a_short_log_that_blows_up_and_stays_up_is_nonfinite_point_by_point():
+    # Public log P824 (a QLoRA at LR 5e-3 on 6 rows, loss logged 10 times): 0.997, then 4.35, 8.81, 13.5 ... 29.6,
+    # too few points for blocks of three. Each point is a level; three in a row at 10x the start is a blow-up.
+    steps = np.arange(10, 110, 10, dtype=float)
+    loss = np.array([0.9974, 4.346, 8.806, 13.54, 15.66, 15.0, 18.78, 20.83, 25.59, 29.56])
+    finding = analyze(RunHistory.from_series(REF, {"train/loss": (steps, loss)})).finding("nonfinite")
+    assert finding.level == "critical" and finding.evidence[0].code == "loss_above_start", finding.message
+    # A step loss logged 15 times that sits high twice (public log P157's scatter) has not blown up.
+    steps = np.arange(15, dtype=float) * 50
+    noisy = np.array([499.0, 300, 250, 180, 150, 120, 100, 90, 380, 381, 85, 80, 78, 75, 72])
+    assert not analyze(RunHistory.from_series(REF, {"train/loss": (steps, noisy)})).finding("nonfinite").is_problem
+
+
 @pytest.mark.parametrize("name", ["moe_twin_fast_loader", "moe_label_noise", "moe_sgdr_restarts", "moe_twin_residual_experts12"])
 def test_a_load_balancing_term_at_its_floor_is_no_task_left_behind(name):
     # Torch family moe (built blind; scored once: 0.47, 5 of 20 healthy flagged, task-imbalance on 15 of 35 runs):

@@ -27,7 +27,9 @@ restart, an fp16 loss-scale collapse. When a gradient norm is logged it must spi
 blow-up came within the first logs, before any norm could set a baseline, and then the loss must still be blown up
 over the last ``held_share`` of the run: one that came back to its start after a few steps never learned, which
 loss-oscillation reports), and that spike is the onset; a loss that climbs back
-more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up. A loss level held at
+more than ``max_episodes`` times is bouncing (``loss-oscillation``), not blowing up. A log of ``short_min_points``
+points or more but too short for ``min_level_blocks`` blocks of ``min_level_points`` has each point for a level, held for
+``short_persist_points`` points. A loss level held at
 ``start_factor`` × its start (the first block's level or the first point, the lower, where that point is its block's lowest) has blown up whether or not the
 log shows it learning first (evidence ``loss_above_start``; the same gradient-norm check), and so has a loss point that
 high within the first ``jump_share`` of the run after which the loss ended ``early_held_factor`` × its start or more (evidence
@@ -46,7 +48,7 @@ usual step before it.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -107,6 +109,8 @@ class Thresholds:
     level_blocks: int = knob(100, "blocks the train loss is cut into; a block's median is its level (a lone bad batch does not move it)")
     min_level_points: int = knob(3, "points per loss block at least")
     persist_levels: int = knob(2, "consecutive loss levels that must stay above the rebound line")
+    short_min_points: int = knob(10, "a log with fewer points than min_level_blocks blocks of min_level_points, but at least this many, is read with each point its own level")
+    short_persist_points: int = knob(3, "in such a short log, consecutive points that must stay above the line (persist_levels' stand-in)")
     min_level_blocks: int = knob(8, "loss blocks needed to look for a divergence")
     learning_window: float = knob(0.1, "share of the run before a gradient-norm climb and after it whose loss medians are compared: a climb while the loss keeps falling is the model learning, not an explosion")
     learning_peak: float = knob(1.1, "and the loss's level never rose above this multiple of its level just before the climb")
@@ -364,7 +368,8 @@ def _divergence(history: RoleView, thresholds: Thresholds) -> Finding | None:
 
     The level is the median of blocks, so one bad batch (a periodic spike) does not count; the jump
     must happen within ``jump_share`` of the run (a slow climb is a rising loss, not a blow-up) and
-    hold for ``persist_levels`` blocks. The onset is the block where the climb started, moved to a
+    hold for ``persist_levels`` blocks (in a log too short for blocks, each point is a level, held for
+    ``short_persist_points``). The onset is the block where the climb started, moved to a
     gradient-norm spike there when one is logged.
     """
     loss = history.series("train_loss")
@@ -372,6 +377,14 @@ def _divergence(history: RoleView, thresholds: Thresholds) -> Finding | None:
         return None
     loss = loss.finite()
     n_blocks = min(thresholds.level_blocks, len(loss) // thresholds.min_level_points)
+    if n_blocks < thresholds.min_level_blocks and len(loss) >= thresholds.short_min_points:
+        # A short log (an HF fine-tune logging 10 times, a 20-epoch CSV) has too few points for blocks of three: each
+        # point is its own level, and a level that stays up must be seen ``short_persist_points`` times in a row, not
+        # twice (a step loss logged 15 times scatters that high twice by chance: public log P157). Public logs P824
+        # (a QLoRA whose loss climbs to 30x its first log in ten logs) and P219 (a domain term that jumps the total to
+        # 25x and pins it there, 21 logs) blew up where no block could be formed.
+        n_blocks = len(loss)
+        thresholds = replace(thresholds, persist_levels=thresholds.short_persist_points)
     if n_blocks < thresholds.min_level_blocks:
         return None
     b = stats.binned(loss.steps, loss.values, n_blocks)
