@@ -374,6 +374,31 @@ def test_add_scalars_folders_without_their_parent_file_and_hparams_runs(tmp_path
     assert sorted(runs["run_0"].keys()) == ["accuracy", "loss"] and runs["hp"].keys() == ["hparams_summary"]
 
 
+def test_a_headerless_numeric_file_is_data_named_after_the_file(tmp_path):
+    losses = np.array([2.3, 1.7, 1.2, 0.9, 0.7])
+    np.savetxt(tmp_path / "loss.txt", losses)  # numpy writes no header: the first line is the first loss
+    h = one(tmp_path / "loss.txt")
+    assert h.keys() == ["loss"] and h["loss"].values.tolist() == pytest.approx(losses.tolist())
+    assert any("no header row" in n for n in h.notes)
+    assert resolve(h).key("train_loss") == "loss"
+    np.savetxt(tmp_path / "curves.csv", np.c_[losses, losses + 0.1], delimiter=",")
+    h = one(tmp_path / "curves.csv")
+    assert h.keys() == ["column_1", "column_2"] and len(h["column_1"]) == 5
+    assert any("add a header row" in n for n in h.notes)
+
+
+def test_a_json_list_of_numbers_is_one_metric_named_after_the_file(tmp_path):
+    (tmp_path / "train_losses.json").write_text(json.dumps([2.3, 1.7, None, 0.9]))
+    h = one(tmp_path / "train_losses.json")
+    assert h.keys() == ["train_losses"] and h["train_losses"].steps.tolist() == [0, 1, 2, 3]
+    assert math.isnan(h["train_losses"].values[2])  # every entry was logged: a null is a NaN strict JSON could not write
+    # A Python list printed into a .txt (str(losses), public log P536) reads the same way.
+    (tmp_path / "train.txt").write_text(str([7.58, 6.23, 5.569]))
+    assert one(tmp_path / "train.txt")["train"].values.tolist() == [7.58, 6.23, 5.569]
+    (tmp_path / "mixed.json").write_text(json.dumps([1.0, "x"]))
+    assert_input_error(tmp_path / "mixed.json", "a list of numbers")
+
+
 DVCLIVE = Path(__file__).resolve().parent / "data" / "dvclive" / "overfit"  # written by the real DVCLive: record.py there
 
 

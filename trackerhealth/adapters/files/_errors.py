@@ -6,7 +6,8 @@ from pathlib import Path
 
 SUPPORTED = (
     "long or wide CSV/TSV (.csv, .tsv, optionally gzip'd), JSON lines (.jsonl, .ndjson, detectron2 "
-    "metrics.json) and Parquet (.parquet) tables; HF Trainer trainer_state.json; Lightning metrics.csv; "
+    "metrics.json) and Parquet (.parquet) tables; a JSON list of numbers (one metric, named after the file); "
+    "HF Trainer trainer_state.json; Lightning metrics.csv; "
     "MLflow run folders (meta.yaml + metrics/), experiment folders and mlruns roots; "
     "TensorBoard event files (events.out.tfevents.*); "
     "DVCLive folders (dvclive/ with plots/metrics/*.tsv); "

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from ...schema import RunHistory
 from ._columns import records_to_table
-from ._common import Origin
+from ._common import Origin, file_stem
 from ._errors import InputError, NotMetrics
 from ._tables import table_histories
 from ._tabular import Sniffed, read_json_text
@@ -53,13 +53,23 @@ def json_document_histories(
         table = records_to_table(doc, notes)
         return table_histories(table, Origin.for_file(path), step_column=step_column,
                                require_step=require_step, notes=tuple(notes))
+    if isinstance(doc, list) and doc and all(_is_number_or_null(x) for x in doc):
+        # json.dump(losses, f): one metric, one value per entry, named after the file (train_losses.json). Every entry
+        # was logged, so a null is a value that strict JSON could not write (JSON.stringify writes NaN as null): NaN.
+        name = file_stem(path)
+        nulls = sum(x is None for x in doc)
+        notes.append(f"a bare list of {len(doc)} numbers: read as one metric named {name!r}, one point per entry"
+                     + (f"; its {nulls} null(s) read as NaN (strict JSON writes NaN as null)" if nulls else ""))
+        table = _columns_table({name: [float("nan") if x is None else x for x in doc]}, notes)
+        return table_histories(table, Origin.for_file(path), step_column=step_column, notes=tuple(notes))
     if isinstance(doc, dict) and _is_column_dict(doc):
         table = _columns_table(doc, notes)
         return table_histories(table, Origin.for_file(path), step_column=step_column, notes=tuple(notes))
     raise NotMetrics(
         path,
         "JSON document is not a metrics log: expected an HF Trainer trainer_state.json (with log_history), "
-        "a list of {\"step\": ..., \"loss\": ...} records, a {\"loss\": [...], ...} history dict, or JSON lines",
+        "a list of {\"step\": ..., \"loss\": ...} records, a {\"loss\": [...], ...} history dict, a list of numbers, "
+        "or JSON lines",
     )
 
 
@@ -81,6 +91,10 @@ def hf_trainer_state(path: Path, doc: dict, step_column: str | None) -> RunHisto
             table = table.append_column("step", pa.array(np.arange(len(entries), dtype=np.float64)))
             notes.append("log_history entries have no 'step'; their position in log_history is used as the step")
     return table_histories(table, origin, step_column=step_column, notes=tuple(notes))[0]
+
+
+def _is_number_or_null(x) -> bool:
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
 
 
 def _is_column_dict(doc: dict) -> bool:

@@ -22,6 +22,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from ._columns import NULL_TOKENS, records_to_table
+from ._common import file_stem
 from ._errors import InputError, NotMetrics
 
 _HEAD = 1 << 16
@@ -149,6 +150,11 @@ def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
     except csv.Error:  # a stray carriage return or quote in the header: Arrow decides the names
         row = sniffed.header.split(sniffed.delimiter)
     header = [c.strip().lstrip("\ufeff") for c in row]
+    # np.savetxt("loss.txt", losses) writes numbers from the first line: no header. Read as a header, its first value
+    # would be lost and name the column ("1.000000000000000000e+00"); read as data, the column takes the file's name.
+    names = _headerless_names(path, header)
+    if names:
+        header = names
     lowered = {h.lower(): h for h in header}
     types = {}
     key = next((lowered[k] for k in _KEY_NAMES if k in lowered), None)
@@ -163,7 +169,7 @@ def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
             short.append(row.number)
         return "skip"
 
-    read = pa_csv.ReadOptions(encoding=sniffed.encoding, block_size=1 << 22)
+    read = pa_csv.ReadOptions(encoding=sniffed.encoding, block_size=1 << 22, column_names=names or None)
     parse = pa_csv.ParseOptions(delimiter=sniffed.delimiter, invalid_row_handler=skip)
     convert = pa_csv.ConvertOptions(
         null_values=list(NULL_TOKENS), strings_can_be_null=True, quoted_strings_can_be_null=True, column_types=types,
@@ -191,9 +197,12 @@ def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
         n_short = len(short)
         bad.clear()
         table = pa_csv.read_csv(pa.BufferReader(_padded(path, sniffed, len(header))),
-                                read_options=pa_csv.ReadOptions(encoding="utf8", block_size=1 << 22),
+                                read_options=pa_csv.ReadOptions(encoding="utf8", block_size=1 << 22, column_names=names or None),
                                 parse_options=parse, convert_options=convert)
         notes.append(f"{n_short} row(s) have fewer fields than the header; their missing trailing fields are read as not logged")
+    if names:
+        notes.append(f"the file has no header row (its first line is numbers): read as data, the column(s) named {', '.join(names)}"
+                     + ("" if len(names) == 1 else "; add a header row naming them so the loss is recognised"))
     if sniffed.encoding == "latin-1":
         notes.append("the file is not UTF-8; read as Latin-1")
     if sniffed.decimal_comma:
@@ -202,6 +211,22 @@ def read_csv(path: Path, sniffed: Sniffed) -> tuple[pa.Table, list[str]]:
         notes.append(f"{len(bad)} malformed row(s) skipped (wrong number of fields, e.g. {bad[0][:60]!r})")
     _note_no_line_end(notes, path, sniffed, table)
     return table, notes
+
+
+def _headerless_names(path: Path, header: list[str]) -> list[str]:
+    """Column names for a file whose first line is all numbers (``[]`` when it has a header): the file's own name for
+    one column (``loss.txt`` gives ``loss``), ``column_1``, ``column_2``, … for several."""
+    if not header or not all(_is_number(h) for h in header):
+        return []
+    return [file_stem(path)] if len(header) == 1 else [f"column_{i + 1}" for i in range(len(header))]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _padded(path: Path, sniffed: Sniffed, width: int) -> bytes:
