@@ -128,30 +128,35 @@ def loss_with_warmup(view: RoleView) -> Series:
     return until_first_nonfinite(view.series("train_loss")).finite()
 
 
-def fall_with_warmup(view: RoleView, head_share: float, tail_share: float, early_rise: float) -> float:
+def fall_with_warmup(view: RoleView, head_share: float, tail_share: float, early_rise: float, early_fall: float) -> float:
     """The train loss' fall from its first logged level to its end, warm-up included, as a share of
     that start. The trend rules judge the loss after warm-up, but a loss that fell most of the way
     during warm-up made its progress early: an HF fine-tune's 0.99 -> 0.35 in its warm-up (public
     log P43) is not a crawl, and detectron2's 2.13 -> 0.28 in its 1,000 warm-up iterations, flat
     after them (public log P70), is not a loss that never learned."""
     whole = loss_with_warmup(view)
-    start, tail = start_and_end(whole.values, head_share, tail_share, early_rise)
+    start, tail = start_and_end(whole.values, head_share, tail_share, early_rise, early_fall)
     return (start - tail) / start if start > 0 else 0.0
 
 
-def start_and_end(values, head_share: float, tail_share: float, early_rise: float) -> tuple[float, float]:
+def start_and_end(values, head_share: float, tail_share: float, early_rise: float, early_fall: float) -> tuple[float, float]:
     """The loss' starting level (:func:`start_level` of its first ``head_share``) and its end level
     (median of its last ``tail_share``): what the trend rules compare."""
     head, tail = stats.head_tail(values, head_share, tail_share)
-    return start_level(values, head, early_rise), tail
+    return start_level(values, head, early_rise, early_fall), tail
 
 
-def start_level(values, head: float, early_rise: float) -> float:
+def start_level(values, head: float, early_rise: float, early_fall: float) -> float:
     """Where a loss started: the median of its first points (``head``), unless that median is ``early_rise``
     x above the very first point: a loss that blew up within its first few steps (Adam at a huge LR)
-    started at that first point, and measured from the blown-up median it would seem to have fallen."""
+    started at that first point, and measured from the blown-up median it would seem to have fallen. So did
+    a loss whose first point is ``early_fall`` x its head's median: it fell an order of magnitude within the
+    head, and measured from the head it would seem to have learned little (public log P908: a DDPM logged at
+    every one of 106,260 iterations, 1.11 at the first, the first 2 % a median of 0.033, 0.019 at the end)."""
     first = float(values[0])
-    return first if first > 0 and head > early_rise * first else head
+    if first > 0 and (head > early_rise * first or first > early_fall * head):
+        return first
+    return head
 
 
 

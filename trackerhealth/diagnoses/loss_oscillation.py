@@ -153,6 +153,7 @@ class Thresholds:
     rise: float = knob(0.1, "a loss that ends this share above its start is rising (critical)")
     late_rise_floor: float = knob(0.05, "and that climb is at least this share of the run's starting level (a converged near-zero loss that doubles is still near zero)")
     early_rise: float = knob(1.5, "a starting median this many times the first point is an early blow-up: the first point is the start")
+    early_fall: float = knob(10.0, "a first logged loss this many times the median of the run's first head_share fell within it (a log of every one of 100k iterations): the start is that first point")
     late_rise: float = knob(1.0, "a swinging loss whose second half ends this share above where that half began (1.0: doubled) is not settling")
     window: int = knob(5, "points of the short moving level the swings are measured about")
     min_points: int = knob(30, "finite train-loss points after warm-up needed to judge")
@@ -319,7 +320,7 @@ def _judge_train_loss(history: RoleView, thresholds: Thresholds) -> Finding:
         return _short_run(history, short, thresholds)
     key = history.key("train_loss")
     v, s = loss.values, loss.steps
-    head, tail = c.start_and_end(v, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
+    head, tail = c.start_and_end(v, thresholds.head_share, thresholds.tail_share, thresholds.early_rise, thresholds.early_fall)
     if head <= 0:
         return _not_positive(key, head)
     improvement = (head - tail) / head
@@ -413,7 +414,7 @@ def _judge_train_loss(history: RoleView, thresholds: Thresholds) -> Finding:
     # forecast_onecycle, built blind, 0.4 -> 0.008 in it) "improved" little from there, and its batch noise about
     # that low level reads as swings: it learned. Its fall counts from its first logged level.
     learned_early = c.fall_with_warmup(history, thresholds.head_share, thresholds.tail_share,
-                                       thresholds.early_rise) >= thresholds.bounce_max_improvement
+                                       thresholds.early_rise, thresholds.early_fall) >= thresholds.bounce_max_improvement
     flagged = rising or bouncing or late_rise or (unstable and improvement < thresholds.max_improvement and not progressing
                                                   and not learned_early)
     relapse = _relapse(s, v, thresholds)
@@ -631,7 +632,7 @@ def _short_run(history: RoleView, loss, thresholds: Thresholds) -> Finding:
     if c.still_training(history):
         return c.skipped(_SELF, f"only {len(v)} finite train-loss points of a run still in progress: too early to judge "
                                 f"(a finished run is judged from {thresholds.short_min_points}, a live one from {thresholds.min_points})")
-    head, tail = c.start_and_end(v, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
+    head, tail = c.start_and_end(v, thresholds.head_share, thresholds.tail_share, thresholds.early_rise, thresholds.early_fall)
     if head <= 0:
         return _not_positive(key, head)
     improvement = (head - tail) / head
@@ -685,7 +686,7 @@ def _learned_in_warmup(history: RoleView, thresholds: Thresholds) -> bool:
     """The loss fell more than ``no_learning`` from its first logged level, warm-up included: flat
     after warm-up, it had learned already (detectron2's 1,000 warm-up iterations, public log P70)."""
     whole = c.loss_with_warmup(history).values
-    head, tail = c.start_and_end(whole, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
+    head, tail = c.start_and_end(whole, thresholds.head_share, thresholds.tail_share, thresholds.early_rise, thresholds.early_fall)
     return head > 0 and _fall_from_first(whole, head, tail, thresholds) > thresholds.no_learning
 
 

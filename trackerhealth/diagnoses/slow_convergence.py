@@ -148,6 +148,7 @@ class Thresholds:
     tail_share: float = knob(0.2, "share of the run at the end whose median is the end level")
     rose: float = knob(0.1, "a loss whose end level is this share above its start rose (loss-oscillation's rise): not slow")
     early_rise: float = knob(1.5, "a starting median this many times the first point is an early blow-up: the first point is the start")
+    early_fall: float = knob(10.0, "a first logged loss this many times the median of the run's first head_share fell within it (a log of every one of 100k iterations): the start is that first point")
     settle_share: float = knob(0.1, "share at the start where a run settles, left out of the fit")
     min_bins: int = knob(6, "bins left after the settling share needed to fit a line")
     min_val_points: int = knob(5, "finite val-loss points needed to fit the val line")
@@ -301,7 +302,7 @@ def _against_baseline(history: RoleView, loss, thresholds: Thresholds) -> Findin
     # rules take it) to where it ended, not the lowest it dipped: SGD at an LR far too high (held-out
     # torch family resnet) rises in its first steps, then bounces at its very first level, dipping below
     # it now and then, and never learned.
-    start = c.start_level(history.series("train_loss").values, mine.start, thresholds.early_rise)
+    start = c.start_level(history.series("train_loss").values, mine.start, thresholds.early_rise, thresholds.early_fall)
     fell = (start - mine.final) / start if start > 0 else 0.0
     if fell < thresholds.baseline_min_fall or not _calm(loss, thresholds):
         return None
@@ -335,7 +336,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     key = history.key("train_loss")
     # A loss that ends clearly above where it began (its first point after an early blow-up) is not
     # converging, slowly or otherwise: it blew up, which loss-oscillation reports as rising.
-    start, tail = c.start_and_end(loss.values, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
+    start, tail = c.start_and_end(loss.values, thresholds.head_share, thresholds.tail_share, thresholds.early_rise, thresholds.early_fall)
     if tail > start * (1 + thresholds.rose):
         return c.ok(_SELF, f"{key} rose overall ({c.fmt(start)} at the start, {c.fmt(tail)} at the end): "
                            "not a slow fall (see loss-oscillation)")
@@ -378,7 +379,7 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     still_falling = t_tail <= -thresholds.min_t_tail
     back_shape = (half_share >= thresholds.back_loaded and still_falling and _calm(loss, thresholds)
                   and 0 < total_fall < thresholds.back_loaded_max_improvement
-                  and c.fall_with_warmup(history, thresholds.head_share, thresholds.tail_share, thresholds.early_rise) < thresholds.back_loaded_max_improvement)
+                  and c.fall_with_warmup(history, thresholds.head_share, thresholds.tail_share, thresholds.early_rise, thresholds.early_fall) < thresholds.back_loaded_max_improvement)
     small_fall = 0 < improvement < thresholds.max_improvement and (val_improvement is None or val_improvement < thresholds.max_improvement)
     # Both shapes are spared by a fast first tenth (each with its own bound); measured once, and only when asked.
     first_tenth = _first_tenth_fall(history, thresholds) if (back_shape or small_fall) else 0.0

@@ -63,6 +63,7 @@ class Thresholds:
     head_share: float = knob(0.02, "share of the run at the start whose median is the training loss' starting level (at least 3 points)")
     tail_share: float = knob(0.2, "share of the run at the end whose median is the training loss' end level")
     early_rise: float = knob(1.5, "a starting median this many times the first point is an early blow-up: the first point is the start")
+    early_fall: float = knob(10.0, "a first logged loss this many times the median of the run's first head_share fell within it (a log of every one of 100k iterations): the start is that first point")
     decay_min_layers: int = knob(5, "layers needed before a steady fall of the gradient from layer to layer towards the input is judged")
     decay_ratio: float = knob(1e-2, "a warning when that fall is steady through every layer and the first layer's norm is below this share of the last's")
 
@@ -157,7 +158,7 @@ def _stopped_for_another_reason(history: RoleView, thresholds: Thresholds) -> st
     if not len(v):
         return None
     # Where the loss started and ended, as the loss diagnoses measure it (a blow-up within the first logs starts at the first).
-    start, end = c.start_and_end(v, thresholds.head_share, thresholds.tail_share, thresholds.early_rise)
+    start, end = c.start_and_end(v, thresholds.head_share, thresholds.tail_share, thresholds.early_rise, thresholds.early_fall)
     if start <= 0:
         return None
     peak = float(np.max(v))
