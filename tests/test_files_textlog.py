@@ -483,7 +483,15 @@ def test_a_log_whose_losses_are_not_called_losses_is_read_and_asks_which_one_is_
     log.write_text("\n".join(lines) + "\n")
     h = one(log)
     assert len(points(h, "cycle_a")) == 100 and points(h, "cycle_a")[0] == (100.0, round(2.0 * 0.95 ** 1.2, 4))
+    # Its iters count each epoch's samples from 0 again: the epochs before are added (the largest iters, 500, an epoch).
+    assert [s for s, _ in points(h, "cycle_a")] == [float(500 * (e - 1) + it) for e in range(1, 21) for it in range(100, 501, 100)]
     assert any("no metric on its lines is named a loss" in n and "cycle_a" in n and "--loss-key" in n for n in h.notes)
+    # One line per epoch, each at the epoch's last iters (public log P907): twenty points, not one.
+    per_epoch = tmp_path / "per_epoch" / "loss_log.txt"
+    per_epoch.parent.mkdir()
+    per_epoch.write_text("".join(f"(epoch: {e}, iters: 3648, time: 1188.8) D_A: 0.2 G_A: 0.19 Cyc_A: {1.26 / e:.4f}\n"
+                                 for e in range(1, 21)))
+    assert [s for s, _ in points(one(per_epoch), "cyc_a")] == [3648.0 * e for e in range(1, 21)]
     result = CliRunner().invoke(main, ["analyze", str(log)])
     assert "unknown" in result.output and "--loss-key" in result.output and " ok " not in result.output
     judged = CliRunner().invoke(main, ["analyze", str(log), "--loss-key", "cycle_a"])

@@ -159,7 +159,7 @@ class _Rows:
         self.values: list[float] = []
         self.line_of: list[int] = []  # per row, the metric line it came from
         self.line_at: list[float] = []  # per line, its step as printed
-        self.within: list[tuple[float, float, float] | None] = []  # per line: (step, steps per epoch, epoch)
+        self.within: list[tuple[float, float | None, float] | None] = []  # per line: (step, steps per epoch if printed, epoch)
         self.by_epoch: list[bool] = []  # per line: its step is its epoch (the line names no step)
         self.bar: list[bool] = []  # per line: it is a progress bar's last frame (tqdm's redraws on one line)
 
@@ -206,9 +206,14 @@ class _Rows:
         by_epoch = np.flatnonzero(self.by_epoch)
         summary_lines = np.zeros(self.lines, dtype=bool)
         if any(b[2] > a[2] and b[0] <= a[0] for (_, a), (_, b) in zip(known, known[1:])):
-            first_epoch, per_epoch = known[0][1][2], known[-1][1][1]
+            # An epoch's length is the counter's total where the lines print one (``Step [100/600]``), else the
+            # largest value the counter reached: pytorch-CycleGAN-and-pix2pix prints ``(epoch: 3, iters: 3648, …)``,
+            # its iters counting the epoch's samples from 0 again each epoch (public logs P906, P907, P909: read as
+            # the step, every epoch's lines fell on the first epoch's, and a log of one line per epoch became one point).
+            first_epoch = known[0][1][2]
+            per_epoch = known[-1][1][1] if known[-1][1][1] is not None else max(w[0] for _, w in known)
             for i, (step, steps_per_epoch, epoch) in known:
-                at[i] = (epoch - first_epoch) * steps_per_epoch + step
+                at[i] = (epoch - first_epoch) * (per_epoch if steps_per_epoch is None else steps_per_epoch) + step
             how.append("step within each epoch, after the epochs before it (epoch x steps per epoch + step)")
             if len(by_epoch):
                 # An epoch's summary line (``Epoch 16 完成 | 训练损失: 4.61``, public log P61) closes that
@@ -342,7 +347,7 @@ def parse_text_log(text: str) -> tuple[_Rows, str, bool]:
             metrics["epoch"] = epoch
         if step is not None:
             at = step[0]
-            if step[1] is not None and epoch is not None:
+            if epoch is not None:
                 within = (step[0], step[1], epoch)
         elif epoch is not None:
             at, counter, by_epoch = epoch, "epoch", True
