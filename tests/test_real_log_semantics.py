@@ -466,6 +466,24 @@ def test_layer_names_a_store_sorted_are_put_back_in_model_order():
 YOLO = Path(__file__).resolve().parent / "data" / "ultralytics" / "results.csv"
 
 
+def test_one_term_of_a_summed_val_loss_that_overfits_is_overfitting(tmp_path):
+    # Public logs P804 (YOLO11-seg: val seg loss up 25 %, the summed val loss 2.3 %) and P272 (YOLOv8: val cls loss up
+    # 22 %). Here the real run above with its val box loss made to climb 60 % from epoch 50 while every train loss
+    # keeps falling; the sum of the val terms rises far less.
+    import pandas as pd
+
+    raw = pd.read_csv(YOLO, skipinitialspace=True)
+    raw.columns = [c.strip() for c in raw.columns]
+    assert "overfitting" not in {f.id for f in analyze(read_histories(YOLO)[0]).problems}  # as logged: healthy
+    climb = np.clip((raw["epoch"].to_numpy() - 50) / 50, 0, None)
+    raw["val/box_loss"] = raw["val/box_loss"].iloc[49] * (1 + 0.6 * climb) * (raw["epoch"] >= 50) + raw["val/box_loss"] * (raw["epoch"] < 50)
+    edited = tmp_path / "results.csv"
+    raw.to_csv(edited, index=False)
+    finding = analyze(read_histories(edited)[0]).finding("overfitting")
+    assert finding.is_problem and finding.evidence[0].metric == "val/box_loss", finding.message
+    assert "one term of the summed val loss" in finding.message
+
+
 def test_yolo_logs_three_loss_terms_and_no_total_so_the_training_loss_is_their_sum():
     import pandas as pd
 

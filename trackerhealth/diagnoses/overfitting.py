@@ -35,6 +35,10 @@ whose train loss goes below zero (gradient ascent in machine unlearning): the va
 there. A train loss that never went negative and reached exactly 0 (a memorised training set, as a printed
 log rounds it) makes the ratio unbounded, and is judged.
 
+Where no total loss was logged and the roles summed the train and the val loss from their terms (Ultralytics YOLO's
+box, cls and dfl losses), each val term is also judged so against its train term, when the sum is not: one term can
+overfit while the sum barely moves.
+
 **Why it matters.** After the val minimum every step makes the model worse on unseen data.
 """
 
@@ -46,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stats
-from ..roles import RoleView
+from ..roles import RoleView, resolve, tokens
 from ..schema import Evidence, Finding, Series
 from . import _common as c
 from ._real_cases import PUBLIC, TORCH, RealCase
@@ -61,6 +65,10 @@ RECOMMENDATION = (
     "Keep the checkpoint from the val-loss minimum and add early stopping; add regularization (dropout, "
     "weight decay), data augmentation or more data; or reduce the model size."
 )
+
+
+# The words that name a loss's split, not its term: ``train/cls_loss`` and ``val/cls_loss`` are one term's two sides.
+_SPLIT_WORDS = frozenset({"train", "training", "val", "valid", "validation", "eval", "evaluation", "test"})
 
 
 REAL_CASES = (
@@ -135,6 +143,35 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     missing = c.missing_roles(_SELF, history)
     if missing:
         return missing
+    whole = _judge(history, thresholds)
+    if whole.is_problem:
+        return whole
+    # Where no total was logged and both losses are the sums of their terms (Ultralytics YOLO's results.csv: box, cls
+    # and dfl, val and train alike), one term can overfit while the sum barely moves: public logs P804 (val seg loss up
+    # 25 %, the summed val loss 2.3 %) and P272 (val cls loss up 22 %). Each term is judged against its train term.
+    for train_key, val_key in _summed_term_pairs(history):
+        term = _judge(resolve(history.history, overrides={"train_loss": train_key, "val_loss": val_key}), thresholds)
+        if term.is_problem:
+            message = f"{term.message} {val_key} is one term of the summed val loss ({history.key('val_loss')}), whose rise hides it."
+            return Finding(term.id, term.level, term.title, message, term.recommendation, term.evidence, term.explained_by)
+    return whole
+
+
+def _summed_term_pairs(history: RoleView) -> list[tuple[str, str]]:
+    """(train term, val term) of a train and a val loss that the roles summed from their logged terms (``a+b+c``
+    keys), paired by name without their split words (``train/cls_loss`` with ``val/cls_loss``)."""
+    train_key, val_key = history.key("train_loss") or "", history.key("val_loss") or ""
+    if "+" not in train_key or "+" not in val_key:
+        return []
+
+    def bare(key: str) -> tuple[str, ...]:
+        return tuple(t for t in tokens(key) if t not in _SPLIT_WORDS)
+
+    train_terms = {bare(k): k for k in train_key.split("+")}
+    return [(train_terms[bare(v)], v) for v in val_key.split("+") if bare(v) in train_terms]
+
+
+def _judge(history: RoleView, thresholds: Thresholds) -> Finding:
     # Judge only the living run: up to the first NaN/Inf loss (or a NaN/Inf gradient norm that lasts to the
     # end), and without a final blow-up (a val loss val_blowup x its earlier level is divergence, the
     # nonfinite diagnosis' business).
