@@ -422,7 +422,7 @@ def test_a_dvclive_folder_is_one_run_with_its_params(tmp_path):
 def test_dvclive_2_timestamps_nan_and_a_damaged_metric(tmp_path):
     metrics = tmp_path / "dvclive" / "plots" / "metrics"
     write(metrics / "loss.tsv", "timestamp\tstep\tloss\n1700000000000\t0\t2.0\n1700000060000\t1\tnan\n")
-    write(metrics / "val" / "loss.tsv", "timestamp\tstep\tloss\n1700000000000\t0\t2.1\n")
+    write(metrics / "val" / "loss.tsv", "timestamp\tstep\tval/loss\n1700000000000\t0\t2.1\n")  # whole name: not val/val/loss
     write(metrics / "lr.tsv", "")
     h = one(tmp_path)
     assert sorted(h.keys()) == ["loss", "val/loss"]

@@ -48,7 +48,9 @@ def read_dvclive(folder: Path) -> RunHistory:
             continue
         for history in read:
             notes.extend(f"{relative.as_posix()}: {n}" for n in history.notes)
-            series.update((prefix + key, history[key]) for key in history.keys())
+            # DVCLive 3 names the column by the metric's last part (``loss`` in train/loss.tsv); some releases wrote
+            # the whole name (``train/loss``, public log P927), which already holds its folder.
+            series.update((key if key.startswith(prefix) else prefix + key, history[key]) for key in history.keys())
     if not series:
         raise InputError(folder, "a DVCLive folder whose plots/metrics/*.tsv files hold no metric history: "
                                  + ("; ".join(notes) or "each is empty"))
