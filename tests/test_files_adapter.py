@@ -381,6 +381,10 @@ def test_a_headerless_numeric_file_is_data_named_after_the_file(tmp_path):
     assert h.keys() == ["loss"] and h["loss"].values.tolist() == pytest.approx(losses.tolist())
     assert any("no header row" in n for n in h.notes)
     assert resolve(h).key("train_loss") == "loss"
+    import pandas as pd
+
+    pd.DataFrame(losses).to_csv(tmp_path / "frame.csv", index=False)  # pandas names the column "0": a header
+    assert one(tmp_path / "frame.csv")["0"].values.tolist() == pytest.approx(losses.tolist())
     np.savetxt(tmp_path / "curves.csv", np.c_[losses, losses + 0.1], delimiter=",")
     h = one(tmp_path / "curves.csv")
     assert h.keys() == ["column_1", "column_2"] and len(h["column_1"]) == 5

@@ -218,6 +218,9 @@ def _headerless_names(path: Path, header: list[str]) -> list[str]:
     one column (``loss.txt`` gives ``loss``), ``column_1``, ``column_2``, … for several."""
     if not header or not all(_is_number(h) for h in header):
         return []
+    if header == [str(i) for i in range(len(header))]:
+        return []  # pandas' default column names (pd.DataFrame(losses).to_csv(index=False) writes "0"): a header
+
     return [file_stem(path)] if len(header) == 1 else [f"column_{i + 1}" for i in range(len(header))]
 
 
