@@ -1052,6 +1052,22 @@ def test_a_loss_that_fell_an_order_of_magnitude_within_its_head_is_measured_from
     assert stuck.finding("loss-oscillation").is_problem, stuck.finding("loss-oscillation").message
 
 
+def test_a_val_loss_climbing_beside_a_train_loss_that_never_learned_is_not_overfitting():
+    # Torch run pointnet_vanishing_sigmoid12 (built blind; scored once: overfitting beside its vanishing gradients):
+    # a 12-layer sigmoid stack whose train loss sits at ln 10 throughout, its BatchNorm'd val loss 2.3 -> 12. The
+    # train loss fell by a hair in order, so the opposite-trends test passed; it fitted nothing, so nothing overfits.
+    report = _torch_run("pointnet_vanishing_sigmoid12")
+    assert not report.finding("overfitting").is_problem, report.finding("overfitting").message
+    assert "never learned" in report.finding("overfitting").message
+    assert report.finding("vanishing-gradients").is_problem
+    # The same climb beside a train loss that learned is overfitting.
+    val_steps = T[::20]
+    val = 0.5 + 0.002 * np.maximum(val_steps - 300, 0)
+    learned = analyze(RunHistory.from_series(REF, {"train/loss": (T, 2.3 * np.exp(-T / 150) + 0.01),
+                                                   "val/loss": (val_steps, val)}))
+    assert learned.finding("overfitting").is_problem
+
+
 @pytest.mark.parametrize("name", ["moe_twin_fast_loader", "moe_label_noise", "moe_sgdr_restarts", "moe_twin_residual_experts12"])
 def test_a_load_balancing_term_at_its_floor_is_no_task_left_behind(name):
     # Torch family moe (built blind; scored once: 0.47, 5 of 20 healthy flagged, task-imbalance on 15 of 35 runs):

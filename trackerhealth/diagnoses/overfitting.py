@@ -35,6 +35,9 @@ whose train loss goes below zero (gradient ascent in machine unlearning): the va
 there. A train loss that never went negative and reached exactly 0 (a memorised training set, as a printed
 log rounds it) makes the ratio unbounded, and is judged.
 
+A run whose train loss never fell ``learned_min_fall`` below its start (medians of its first ``learned_head_share``
+and last ``learned_tail_share``) fitted nothing and is not overfitting, whatever its val loss does.
+
 Where no total loss was logged and the roles summed the train and the val loss from their terms (Ultralytics YOLO's
 box, cls and dfl losses), each val term is also judged so against its train term, when the sum is not: one term can
 overfit while the sum barely moves.
@@ -89,6 +92,9 @@ class Thresholds:
     min_rise_share: float = knob(0.15, "share of the run after the val minimum that is always enough")
     ratio_critical: float = knob(2.0, "critical when the val/train ratio ends above this and is still rising")
     min_val_points: int = knob(4, "finite val-loss points needed to judge")
+    learned_min_fall: float = knob(0.1, "a train loss that fell less than this share from its start over the run never learned: nothing to overfit")
+    learned_head_share: float = knob(0.02, "share of the run at the start whose median is the train loss's start (at least 3 points)")
+    learned_tail_share: float = knob(0.2, "share of the run at the end whose median is the train loss's end")
     min_train_drop: float = knob(0.3, "the train loss must fall at least this share after the val minimum")
     min_ratio: float = knob(1.2, "the val/train ratio must end at least this high (val worse than train)")
     min_train_points: int = knob(3, "finite train-loss points needed to judge")
@@ -261,6 +267,14 @@ def _judge(history: RoleView, thresholds: Thresholds) -> Finding:
     apart_above = incomparable and trends_apart and rise >= thresholds.min_rise
     by_pattern = trained_on and (rise >= thresholds.min_rise or steady_climb)
     overfit = long_enough and (by_pattern or opposite or apart_above)
+    start, end = stats.head_tail(train.values, thresholds.learned_head_share, thresholds.learned_tail_share)
+    if overfit and start > 0 and (start - end) / start < thresholds.learned_min_fall:
+        # A train loss that never fell from where it began fitted nothing, so there is nothing to overfit: a val loss
+        # climbing beside it is the evaluated model coming apart (torch run pointnet_vanishing_sigmoid12, built blind:
+        # a 12-layer sigmoid stack at ln 10 throughout, its BatchNorm'd val loss 2.3 -> 12). loss-oscillation judges a
+        # run that never learned.
+        return c.ok(_SELF, f"{vkey} rose {c.fmt(100 * rise)}% from its best, but {tkey} never learned ({c.fmt(start)} at the "
+                           f"start, {c.fmt(end)} at the end): there is nothing to overfit")
     if not overfit:
         message = f"{vkey} ends {c.fmt(100 * rise)}% above its best ({c.fmt(best_val)} at step {c.fmt_step(val.steps[best])})"
         if rise >= thresholds.min_rise and long_enough and incomparable:
