@@ -221,7 +221,12 @@ def test_the_labelled_public_logs_score_what_the_readme_reports():
     # Batches 60-62 (P724-P764, 12 scored; blind: no fault labels, 0 of 6; 0.50, 1 of 3; 0 of 1): all 609 0.7602, 4 of 319.
     # Batches 63-65 (P784-P827, 14 scored; blind: 0.50, no healthy log; 0.00, 0 of 7; 0.00, 0 of 3): all 623 0.7577, 4 of 329.
     # Batches 66-68 (P844-P886, 7 scored; blind: 1.00, 0 of 1; no fault label, 0 of 2; 0.50, 0 of 1): all 630 0.7575, 4 of 333.
-    assert not missing and len(cases) >= 630
+    # The next session restored 581 of the then 642 scored logs (its fetches ran out; the other 61 are all healthy) and
+    # measured on those 581: 0.7545, 4 of 280 with the previous code; 0.7640, 2 of 280 after its reader and rule changes.
+    # Batches 69 (P904-P909, 2 scored, no fault label: 1 of 2 healthy flagged) and 70 (P924-P933, 9 scored: 1.00, 0 of
+    # 5; 0.13 with the previous code, eight DVCLive folders) were scored blind. The floors below are the last full
+    # measure's: the 61 healthy logs not restored were not re-scored with the new rules.
+    assert not missing and len(cases) >= 642
     assert macro_f1(cases) >= 0.757
     wrong, healthy = healthy_flagged(cases)
-    assert healthy >= 333 and wrong <= 4
+    assert healthy >= 341 and wrong <= 4
