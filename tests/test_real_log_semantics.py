@@ -1068,6 +1068,27 @@ def test_a_val_loss_climbing_beside_a_train_loss_that_never_learned_is_not_overf
     assert learned.finding("overfitting").is_problem
 
 
+def test_a_loss_that_stops_while_the_training_loop_goes_on_is_not_health(tmp_path):
+    # Torch run kan_corrupt_record (built blind; scored once: missed): a NaN feature at step 300, and pandas' to_csv
+    # writes the NaN loss and gradient norm as empty cells from there to step 600 while the LR and the step timings go on.
+    finding = _torch_run("kan_corrupt_record").finding("nonfinite")
+    assert finding.level == "warning" and finding.evidence[0].code == "loss_stopped", finding.message
+    assert finding.evidence[0].step_start == 299.0
+    # The same as a user's pandas log: a real to_csv of a frame whose loss went NaN.
+    import pandas as pd
+
+    steps = np.arange(1, 601)
+    loss = np.where(steps < 300, 0.7 * np.exp(-steps / 100) + 0.05, np.nan)
+    frame = pd.DataFrame({"step": steps, "loss": loss, "lr": 1e-3, "step_time": 0.01})
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    assert analyze(read_histories(tmp_path / "log.csv")[0]).finding("nonfinite").is_problem
+    # A loss logged to the end, or one beside which only system metrics go on, is not.
+    frame.assign(loss=0.7 * np.exp(-steps / 100) + 0.05).to_csv(tmp_path / "whole.csv", index=False)
+    assert not analyze(read_histories(tmp_path / "whole.csv")[0]).finding("nonfinite").is_problem
+    frame.drop(columns=["lr", "step_time"]).assign(gpu_util=50.0).to_csv(tmp_path / "system.csv", index=False)
+    assert not analyze(read_histories(tmp_path / "system.csv")[0]).finding("nonfinite").is_problem
+
+
 @pytest.mark.parametrize("name", ["moe_twin_fast_loader", "moe_label_noise", "moe_sgdr_restarts", "moe_twin_residual_experts12"])
 def test_a_load_balancing_term_at_its_floor_is_no_task_left_behind(name):
     # Torch family moe (built blind; scored once: 0.47, 5 of 20 healthy flagged, task-imbalance on 15 of 35 runs):

@@ -41,6 +41,10 @@ above, a val loss ``val_spike_factor`` × the median of the evaluations before i
 ``val_skip_first``) is a blow-up of the evaluated model though the train loss does not show it (evidence
 ``val_loss_blowup``): a warning when the run came back, critical when its last evaluation is still there.
 
+A training loss that stops being logged ``stopped_share`` of the run before the training loop's own per-step metrics
+(its learning rate or step timing, logged beside the loss at ``stopped_companion_share`` of its points or more) is a
+warning (evidence ``loss_stopped``): pandas' ``to_csv`` writes a NaN as an empty cell, which reads as not logged.
+
 **Why it matters.** A NaN silently wastes every GPU hour after it; an exploding gradient is the
 usual step before it.
 """
@@ -109,6 +113,8 @@ class Thresholds:
     level_blocks: int = knob(100, "blocks the train loss is cut into; a block's median is its level (a lone bad batch does not move it)")
     min_level_points: int = knob(3, "points per loss block at least")
     persist_levels: int = knob(2, "consecutive loss levels that must stay above the rebound line")
+    stopped_share: float = knob(0.1, "a train loss that stops this share of the run before the training loop's LR or step timing does went silent (NaN written blank, or broken logging): a warning")
+    stopped_companion_share: float = knob(0.5, "that loop metric counts when it was logged at this share of the loss's points or more while the loss was")
     short_min_points: int = knob(10, "a log with fewer points than min_level_blocks blocks of min_level_points, but at least this many, is read with each point its own level")
     short_persist_points: int = knob(3, "in such a short log, consecutive points that must stay above the line (persist_levels' stand-in)")
     min_level_blocks: int = knob(8, "loss blocks needed to look for a divergence")
@@ -205,6 +211,9 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
         first = min((e for e in evidence if e.code == "nonfinite_value"), key=lambda e: e.step_start)
         message = f"{first.metric} became {first.detail.split(' are ')[-1]} at step {c.fmt_step(first_bad_step)}{detail}; every step after it is wasted."
         return c.problem(module, True, message, RECOMMENDATION, evidence)
+    stopped = _loss_stopped(history, thresholds)
+    if stopped is not None:
+        return stopped
 
     # A GAN's generator loss may climb 10x its start in healthy training (trackerhealth.adversarial): its level
     # is no evidence of a blow-up. A NaN (above) and an exploding gradient norm (below) still are.
@@ -215,6 +224,40 @@ def run(history: RoleView, thresholds: Thresholds) -> Finding:
     if not exploded.is_problem:
         return _val_blowup(history, thresholds) or exploded
     return exploded
+
+
+# The training loop's own per-step metrics: while they are logged, the loop is running.
+_LOOP_ROLES = ("lr", "step_time", "data_time", "compute_time", "throughput")
+
+
+def _loss_stopped(history: RoleView, thresholds: Thresholds) -> Finding | None:
+    """A warning when the training loss stops being logged ``stopped_share`` of the run before the training loop's own
+    per-step metrics (its learning rate, its step timing: logged beside the loss at ``stopped_companion_share`` of its
+    points or more) do. A loss that went NaN is written as an empty cell by pandas' ``to_csv`` (and as a null by Arrow),
+    which reads as not logged (torch run kan_corrupt_record, built blind: a NaN feature at step 300, the loss and the
+    gradient norm blank from there to step 600 while the LR and the timings go on): read so, the run looks healthy."""
+    loss = history.series("train_loss")
+    if loss is None or len(loss) < thresholds.min_points:
+        return None
+    first, last = float(loss.steps[0]), float(loss.steps[-1])
+    for role in _LOOP_ROLES:
+        s = history.series(role)
+        if s is None:
+            continue
+        during = int(np.count_nonzero((s.steps >= first) & (s.steps <= last)))
+        after = s.steps > last
+        end = float(s.steps[-1])
+        if (during >= thresholds.stopped_companion_share * len(loss) and after.sum() >= thresholds.min_points_before
+                and end - last >= thresholds.stopped_share * (end - first)):
+            key = history.key("train_loss")
+            evidence = [Evidence(key, last, None, last, end, "loss_stopped",
+                                 f"{key} logged up to step {c.fmt_step(last)}; {history.key(role)} went on to step {c.fmt_step(end)} "
+                                 f"({int(after.sum())} more points)")]
+            message = (f"{key} stops at step {c.fmt_step(last)} while the training loop's {history.key(role)} is logged on to step "
+                       f"{c.fmt_step(end)}: the loss most likely went NaN where the writer leaves NaN blank (pandas' to_csv "
+                       "default; Arrow writes a null), or its logging broke. Either way the last part of the run is unmeasured.")
+            return c.problem(_SELF, False, message, RECOMMENDATION, evidence)
+    return None
 
 
 def _gradient_explosion(history: RoleView, grad: Series | None, thresholds: Thresholds) -> Finding:
