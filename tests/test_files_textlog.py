@@ -533,3 +533,22 @@ def test_an_evaluation_line_behind_a_logging_prefix_is_the_val_loss(tmp_path):
     assert [v for _, v in points(h, "average_loss")] == [round(4.1 - 0.01 * e, 4) for e in range(6)], sorted(h.keys())
     assert [v for _, v in points(h, "val/average_loss")] == [round(3.9 - 0.01 * e, 4) for e in range(6)]
     assert resolve(h).key("val_loss") == "val/average_loss"
+
+
+def test_a_printed_log_under_another_suffix_is_read_when_named(tmp_path):
+    # Public logs P709 (a BERT fine-tune's console log pasted into models/README.md) and P904 (Keras' verbose=2 output
+    # redirected into results/0508_results.rb): refused as tables. Named one by one, they are read as printed logs.
+    lines = ["Train on 8000 samples, validate on 2000 samples"]
+    for epoch in range(1, 11):
+        lines += [f"Epoch {epoch}/10", f"64s - loss: {2.4 / epoch:.4f} - acc: 0.5 - val_loss: {1.9 + 0.02 * epoch:.4f} - val_acc: 0.47"]
+    log = tmp_path / "results.rb"
+    log.write_text("\n".join(lines) + "\n")
+    h = one(log)
+    assert [v for _, v in points(h, "val_loss")][-1] == 2.1 and len(points(h, "loss")) == 10
+    notes = tmp_path / "README.md"
+    notes.write_text("# A project\n\nIt classifies news titles.\n")
+    with pytest.raises(InputError, match="numeric metric columns"):  # no log in it: the table reader's refusal stands
+        read_histories(notes)
+    # In a folder only the log suffixes are read as logs: the .rb file is not taken up.
+    with pytest.raises(InputError):
+        read_histories(tmp_path)

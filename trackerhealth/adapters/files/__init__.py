@@ -217,7 +217,22 @@ def _read_one(path: Path, step_column: str | None, in_folder: bool) -> list[RunH
                 return _read_table(path, step_column, in_folder)
             except InputError:
                 raise printed from None
-    return _read_table(path, step_column, in_folder)
+    try:
+        return _read_table(path, step_column, in_folder)
+    except NotMetrics as not_a_table:
+        # A printed log saved under another name and named by the user (a training log pasted into a README.md, Keras'
+        # output redirected into a .rb file: public logs P709, P904) is read as one; in a folder only the log suffixes
+        # are, so a project's other text files are never taken for logs.
+        if in_folder or sniff(path).kind in _NOT_TEXT:
+            raise
+        try:
+            return read_text_log(path)
+        except NotMetrics:
+            raise not_a_table from None
+
+
+# Kinds of content no printed log has: a table reader's refusal of these is final.
+_NOT_TEXT = frozenset({"empty", "binary", "parquet", "tensorboard", "json", "jsonl"})
 
 
 def _read_table(path: Path, step_column: str | None, in_folder: bool) -> list[RunHistory]:
