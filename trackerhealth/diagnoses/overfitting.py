@@ -267,8 +267,8 @@ def _judge(history: RoleView, thresholds: Thresholds) -> Finding:
     apart_above = incomparable and trends_apart and rise >= thresholds.min_rise
     by_pattern = trained_on and (rise >= thresholds.min_rise or steady_climb)
     overfit = long_enough and (by_pattern or opposite or apart_above)
-    start, end = stats.head_tail(train.values, thresholds.learned_head_share, thresholds.learned_tail_share)
-    if overfit and start > 0 and (start - end) / start < thresholds.learned_min_fall:
+    start, end = stats.head_tail(train.values, thresholds.learned_head_share, thresholds.learned_tail_share) if overfit else (0.0, 0.0)
+    if start > 0 and (start - end) / start < thresholds.learned_min_fall:
         # A train loss that never fell from where it began fitted nothing, so there is nothing to overfit: a val loss
         # climbing beside it is the evaluated model coming apart (torch run pointnet_vanishing_sigmoid12, built blind:
         # a 12-layer sigmoid stack at ln 10 throughout, its BatchNorm'd val loss 2.3 -> 12). loss-oscillation judges a

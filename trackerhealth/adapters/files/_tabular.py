@@ -220,7 +220,6 @@ def _headerless_names(path: Path, header: list[str]) -> list[str]:
         return []
     if header == [str(i) for i in range(len(header))]:
         return []  # pandas' default column names (pd.DataFrame(losses).to_csv(index=False) writes "0"): a header
-
     return [file_stem(path)] if len(header) == 1 else [f"column_{i + 1}" for i in range(len(header))]
 
 

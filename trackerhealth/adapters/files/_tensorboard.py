@@ -22,6 +22,8 @@ from ._common import Origin, build_history, categorical
 from ._errors import InputError
 
 INSTALL_HINT = "reading TensorBoard event files needs the tensorboard extra: pip install 'trackerhealth[tensorboard]'"
+# The note on a run whose event files hold no scalar: an add_scalars parent's own file, until its folders are folded in.
+NO_SCALARS = "the event file(s) hold no scalar summaries"
 _SCALAR_DATA_CLASS = 1  # SummaryMetadata.DATA_CLASS_SCALAR
 _NUMERIC_DTYPES = {1, 2, 3, 4, 5, 6, 9, 17, 19, 22, 23}  # float, double, ints, half, uints
 
@@ -147,7 +149,7 @@ def read_event_files(files: list[tuple[Path, str]], origin: Origin) -> RunHistor
     if skipped:
         notes.append(f"{skipped} non-scalar summary value(s) (histograms, images, text) ignored")
     if not codes:
-        return RunHistory(origin.ref(), {}, tuple(notes) + ("the event file(s) hold no scalar summaries",))
+        return RunHistory(origin.ref(), {}, tuple(notes) + (NO_SCALARS,))
     return build_history(
         origin,
         np.asarray(steps, dtype=np.float64),
@@ -205,7 +207,7 @@ def fold_add_scalars(runs: dict[Path, RunHistory], ref_of: Callable[[Path], RunR
         series = {k: base[k] for k in base.keys()} if base is not None else {}
         notes = list(base.notes) if base is not None else []
         if base is not None and not series:  # the parent's file held no scalars: that note no longer holds
-            notes = [n for n in notes if not n.startswith("the event file(s) hold no scalar")]
+            notes = [n for n in notes if n != NO_SCALARS]
         for folder, key in members:
             child = out.pop(folder)
             series[key] = child[child.keys()[0]]
