@@ -100,8 +100,10 @@ def main(ctx: click.Context) -> None:
 def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_address, group_by, baselines) -> None:
     """Analyze local training logs: CSV, Parquet, JSONL (long or wide), HF trainer_state.json,
     Lightning metrics.csv, detectron2 metrics.json, Ultralytics YOLO results.csv, TensorBoard event
-    files, MLflow run folders, W&B run folders (offline or synced), and printed training logs
-    (.log, .txt, .out: nanoGPT, Megatron-LM, OLMo, Keras, YOLO console lines, Chinese metric names; named one by one).
+    files (add_scalars sub-folders as their run's curves), MLflow run folders, DVCLive folders, W&B run
+    folders (offline or synced), a JSON list or np.savetxt file of numbers, and printed training logs
+    (.log, .txt, .out: nanoGPT, Megatron-LM, OLMo, Keras, YOLO console lines, Chinese metric names; named one by
+    one; a log under another name, such as one pasted into a README.md, when named on its own).
 
     \b
     Examples:
@@ -112,6 +114,8 @@ def analyze(paths, fmt, fail_on, loss_key, config_path, step_column, full, ray_a
       trackerhealth analyze mlruns/0 --format markdown --fail-on warning
       trackerhealth analyze costs.csv --loss-key cost
       trackerhealth analyze wandb/ --format json > health.json
+      trackerhealth analyze dvclive/ runs/exp1/   # a DVCLive folder; a SummaryWriter folder with add_scalars
+      trackerhealth analyze losses.json loss.txt   # json.dump(losses) and np.savetxt(losses): one metric each
       trackerhealth analyze exports/ --ray auto  # a Parquet lake: long rows with a run column
       trackerhealth analyze lightning_logs/ --group-by config.model   # each run against its group's best
       trackerhealth analyze runs.csv --group-by model                 # a column with one value per run

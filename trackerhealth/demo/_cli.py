@@ -105,6 +105,6 @@ def demo(directory: Path, quick: bool) -> None:
     click.echo("  trackerhealth scan --project your-entity/your-project --dry-run   (W&B: set WANDB_API_KEY; "
                "from a clone: pip install -e '.[wandb]')")
     click.echo("  trackerhealth analyze path/to/logs      (CSV, Parquet, trainer_state.json, metrics.csv, TensorBoard, "
-               "W&B run folders)")
+               "DVCLive, W&B run folders)")
     if os.environ.get("GITHUB_ACTIONS") == "true":
         click.echo(f"(in CI: upload {shlex.quote(_shown(result.overview.parent))} as an artifact to look at it)")
